@@ -1,0 +1,41 @@
+# The one command that checks everything: `make test`.
+# It installs what it needs on a fresh Debian machine (as root), then runs the
+# formatters, linters, the race-enabled tests and the bench module's tests.
+
+GO ?= go
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+.PHONY: test deps fmt vet staticcheck unit bench-test bench fuzz
+
+test: deps fmt vet staticcheck unit bench-test
+
+deps:
+	@scripts/ensure-redis.sh
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
+
+staticcheck:
+	$(STATICCHECK) ./...
+	cd bench && $(STATICCHECK) ./...
+
+unit:
+	$(GO) test -race -count=1 ./...
+
+bench-test:
+	cd bench && $(GO) test -race -count=1 ./...
+
+# Benchmarks against peer libraries (see bench/README.md); not part of `make test`.
+bench:
+	cd bench && ./run.sh
+
+# Short fuzzing runs of the option validation (longer: FUZZTIME=5m make fuzz).
+FUZZTIME ?= 20s
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzNew -fuzztime $(FUZZTIME) ./adaptive/

@@ -1,0 +1,407 @@
+package adaptive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/metrics"
+)
+
+// Algorithm decides the concurrency limit from what the gate measured.
+//
+// The gate calls Update once per closed sampling window, from one goroutine
+// at a time, so an Algorithm needs no locking of its own; it must not be
+// shared between gates. Update returns the new limit; the gate keeps it
+// within its [min, max] limits (WithMinLimit, WithMaxLimit).
+//
+// An Algorithm that also has a method Validate() error is validated by New,
+// so an algorithm built with bad options makes New fail with its error.
+type Algorithm interface {
+	// InitialLimit is the limit the gate starts with.
+	InitialLimit() int
+	// Update returns the limit for the next window, given the last one.
+	Update(s Sample) int
+}
+
+// The errors of Acquire. Every refusal wraps ErrLimitExceeded, so
+// errors.Is(err, ErrLimitExceeded) tells a refusal from a cancelled context.
+var (
+	// ErrLimitExceeded: the gate was full and it has no queue.
+	ErrLimitExceeded = errors.New("sluice: concurrency limit reached")
+	// ErrQueueFull: the gate and its wait queue were both full.
+	ErrQueueFull = fmt.Errorf("%w: wait queue full", ErrLimitExceeded)
+	// ErrDeadlineUnmeetable: the caller's deadline would pass before the
+	// request could wait its turn and be served, so it was refused at once.
+	ErrDeadlineUnmeetable = fmt.Errorf("%w: deadline cannot be met at the current queueing delay", ErrLimitExceeded)
+	// ErrQueueTimeout: the caller waited in the queue longer than allowed.
+	ErrQueueTimeout = fmt.Errorf("%w: waited too long in the queue", ErrLimitExceeded)
+)
+
+// Limiter is an adaptive concurrency gate: at most Limit() requests hold a
+// token at once, and an Algorithm moves the limit from the round-trip times,
+// drops and in-flight counts the gate measures.
+//
+// The gate is exact: a token is granted only when fewer than Limit() tokens
+// are held, decided in one atomic step on a word holding both numbers, so
+// in-flight never exceeds the limit through admission, also while the limit
+// moves. When the limit shrinks below the number in flight, nothing is
+// admitted until enough tokens come back.
+//
+// Measurements are aggregated per sampling window with atomics; the release
+// that finds the window due closes it and calls Algorithm.Update. There is no
+// background goroutine or timer, so a gate on a clock.Manual is driven
+// entirely by its callers. TryAcquire followed by a release takes no mutex
+// and allocates nothing when the gate has no waiters and no partitions.
+//
+// A Limiter is safe for concurrent use.
+type Limiter struct {
+	// state is limit<<32 | inFlight: admission compares and swaps both.
+	state   atomic.Uint64
+	waiters atomic.Int64 // callers in the queue
+	due     atomic.Int64 // when the current window may close, ns since epoch
+	_       [40]byte     // keep the request-path words off the window's line
+
+	win window
+	_   [8]byte
+
+	since   clock.Elapsed
+	clk     clock.Clock
+	sys     bool // clk is the system clock: queue timeouts may use timers
+	epoch   time.Time
+	alg     Algorithm
+	obs     metrics.GateObserver
+	q       *queue
+	parts   *partitions
+	minLim  int64
+	maxLim  int64
+	minWin  int64
+	maxWin  int64
+	minSamp int64
+	pct     float64
+
+	flushing     atomic.Bool
+	winStart     atomic.Int64 // ns since epoch
+	lastRTT      atomic.Int64 // mean RTT of the last window with samples, ns
+	overreleases atomic.Int64
+}
+
+const inFlightMask = 1<<32 - 1
+
+// New returns a gate whose limit is driven by alg, starting at
+// alg.InitialLimit(). It returns an error naming every invalid option,
+// including those of alg when alg has a Validate method.
+func New(alg Algorithm, opts ...Option) (*Limiter, error) {
+	if alg == nil {
+		return nil, errors.New("sluice/adaptive: New(nil): an algorithm is required")
+	}
+	if v, ok := alg.(interface{ Validate() error }); ok {
+		if err := v.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	initial := alg.InitialLimit()
+	if err := cfg.validate(initial); err != nil {
+		return nil, err
+	}
+	l := &Limiter{
+		clk:     cfg.clock,
+		sys:     cfg.clock == clock.System(),
+		alg:     alg,
+		obs:     cfg.observer,
+		minLim:  int64(cfg.minLimit),
+		maxLim:  int64(cfg.maxLimit),
+		minWin:  int64(cfg.minWindow),
+		maxWin:  int64(cfg.maxWindow),
+		minSamp: int64(cfg.minSamples),
+		pct:     cfg.percentile,
+	}
+	if e, ok := cfg.clock.(clock.Elapsed); ok {
+		l.since = e
+	} else {
+		l.since = subClock{cfg.clock}
+	}
+	l.epoch = l.clk.Now()
+	l.state.Store(uint64(initial) << 32)
+	l.win.reset()
+	if cfg.percentile > 0 {
+		l.win.hist = new(histogram)
+	}
+	l.due.Store(l.minWin)
+	if cfg.queueCap > 0 {
+		l.q = newQueue(l, &cfg)
+	}
+	if cfg.partitions != nil {
+		l.parts = newPartitions(cfg.partitions)
+	}
+	return l, nil
+}
+
+type subClock struct{ c clock.Clock }
+
+func (s subClock) Since(t time.Time) time.Duration { return s.c.Now().Sub(t) }
+
+// now returns the gate's time: nanoseconds since it was created.
+func (l *Limiter) now() int64 { return int64(l.since.Since(l.epoch)) }
+
+// Limit returns the current concurrency limit.
+func (l *Limiter) Limit() int { return int(l.state.Load() >> 32) }
+
+// InFlight returns the number of tokens currently held.
+func (l *Limiter) InFlight() int { return int(l.state.Load() & inFlightMask) }
+
+// Queued returns the number of callers waiting in Acquire.
+func (l *Limiter) Queued() int { return int(l.waiters.Load()) }
+
+// Overreleases returns how many times a token was released more often than
+// it was acquired (a bug in the caller). Such releases are ignored.
+func (l *Limiter) Overreleases() int64 { return l.overreleases.Load() }
+
+// Token is the right to one slot of the gate, held from a successful
+// TryAcquire or Acquire until exactly one of Success, Dropped or Ignore is
+// called. A Token is a small value; copying it does not copy the right, so
+// release it once. Methods on the zero Token do nothing.
+type Token struct {
+	l     *Limiter
+	start int64 // ns since the gate's epoch
+	part  int32 // partition index + 1; 0 for none
+}
+
+// Success releases the token and records the time it was held as a
+// round-trip-time sample.
+func (t Token) Success() {
+	if t.l != nil {
+		t.l.release(t, metrics.Success)
+	}
+}
+
+// Dropped releases the token and records a drop: the request timed out, was
+// shed downstream or otherwise failed because of overload. Drops are a
+// congestion signal and never count as latency samples.
+func (t Token) Dropped() {
+	if t.l != nil {
+		t.l.release(t, metrics.Dropped)
+	}
+}
+
+// Ignore releases the token without recording anything, for requests whose
+// outcome says nothing about the gate's capacity (the client went away, the
+// request was invalid).
+func (t Token) Ignore() {
+	if t.l != nil {
+		t.l.release(t, metrics.Ignored)
+	}
+}
+
+// TryAcquire returns a token if the gate has room, and never waits. It fails
+// when the gate is full or, so as not to jump the queue, when callers are
+// waiting in Acquire. With partitions, it is TryAcquire of the unnamed
+// partition, which gets only capacity owed to no partition.
+func (l *Limiter) TryAcquire() (Token, bool) {
+	tok, ok := l.tryAcquire(0)
+	if l.obs != nil {
+		l.observeTry(ok, 0)
+	}
+	return tok, ok
+}
+
+func (l *Limiter) observeTry(ok bool, part int32) {
+	d := metrics.Admitted
+	if !ok {
+		d = metrics.Rejected
+	}
+	l.obs.GateDecision(d, l.partitionName(part), 0)
+}
+
+// tryAcquire admits the caller into partition part (0: none) if it can, and
+// stamps the token.
+func (l *Limiter) tryAcquire(part int32) (Token, bool) {
+	var n int64
+	var ok bool
+	if l.parts != nil {
+		n, ok = l.admitPartition(part)
+	} else if l.waiters.Load() == 0 {
+		n, ok = l.admit()
+	}
+	if !ok {
+		return Token{}, false
+	}
+	l.noteInFlight(n)
+	return Token{l: l, start: l.now(), part: part}, true
+}
+
+// admit takes a slot if in-flight is below the limit, in one compare-and-swap
+// of the word that holds both, and returns the new in-flight count.
+func (l *Limiter) admit() (int64, bool) {
+	for {
+		s := l.state.Load()
+		if s&inFlightMask >= s>>32 {
+			return 0, false
+		}
+		if l.state.CompareAndSwap(s, s+1) {
+			return int64(s&inFlightMask) + 1, true
+		}
+	}
+}
+
+func (l *Limiter) noteInFlight(n int64) {
+	if n > l.win.maxInFlight.Load() {
+		atomicMax(&l.win.maxInFlight, n)
+	}
+}
+
+// Acquire returns a token, waiting in the queue (WithQueue) while the gate is
+// full. Without a queue it fails at once with ErrLimitExceeded. With one, it
+// fails at once with ErrQueueFull when the queue is full, and with
+// ErrDeadlineUnmeetable when ctx's deadline is sooner than the estimated wait
+// plus the mean round-trip time (the wait is estimated by Little's law as
+// (queued+1)·RTT/limit). While waiting it fails with ErrQueueTimeout past the
+// queue's time bound, and with ctx.Err() when ctx ends; in both cases the gate
+// is left as if the caller had never come.
+func (l *Limiter) Acquire(ctx context.Context) (Token, error) {
+	return l.acquire(ctx, 0)
+}
+
+func (l *Limiter) acquire(ctx context.Context, part int32) (Token, error) {
+	if err := ctx.Err(); err != nil {
+		return Token{}, err
+	}
+	if tok, ok := l.tryAcquire(part); ok {
+		if l.obs != nil {
+			l.obs.GateDecision(metrics.Admitted, l.partitionName(part), 0)
+		}
+		return tok, nil
+	}
+	if l.q == nil {
+		if l.obs != nil {
+			l.obs.GateDecision(metrics.Rejected, l.partitionName(part), 0)
+		}
+		return Token{}, ErrLimitExceeded
+	}
+	return l.q.wait(ctx, part)
+}
+
+// release gives a token's slot back and records its outcome.
+func (l *Limiter) release(t Token, kind metrics.GateRelease) {
+	var now int64
+	if kind != metrics.Ignored || l.obs != nil {
+		now = l.now()
+	}
+	l.free(t.part)
+	switch kind {
+	case metrics.Success:
+		l.win.add(now - t.start)
+	case metrics.Dropped:
+		l.win.drops.Add(1)
+	}
+	if l.obs != nil {
+		l.obs.GateRelease(kind, time.Duration(now-t.start))
+	}
+	if kind != metrics.Ignored && now >= l.due.Load() {
+		l.maybeFlush(now)
+	}
+}
+
+// free returns one slot (of partition part) and hands it to a waiter if any.
+func (l *Limiter) free(part int32) {
+	if part > 0 {
+		// Partition count first: between the two steps the partition looks
+		// less used, which only makes admission of others more cautious.
+		l.parts.inFlight[part-1].Add(-1)
+	}
+	s := l.state.Add(^uint64(0))
+	if s&inFlightMask == inFlightMask {
+		// Released more than acquired: undo and count the misuse.
+		l.state.Add(1)
+		l.overreleases.Add(1)
+		return
+	}
+	// The decrement above and the enqueue's increment of waiters are both
+	// sequentially consistent, so either the waiter sees the free slot or
+	// this load sees the waiter: no lost wakeup.
+	if l.waiters.Load() > 0 {
+		l.q.drain()
+	}
+}
+
+// maybeFlush closes the current window if it is due and feeds it to the
+// algorithm. At most one goroutine flushes at a time; the others go on.
+func (l *Limiter) maybeFlush(now int64) {
+	if !l.flushing.CompareAndSwap(false, true) {
+		return
+	}
+	defer l.flushing.Store(false)
+	start := l.winStart.Load()
+	elapsed := now - start
+	if elapsed < l.minWin {
+		return // another goroutine closed it just now
+	}
+	count := l.win.count.Load()
+	if count < l.minSamp && elapsed < l.maxWin {
+		return
+	}
+	if count == 0 && l.win.drops.Load() == 0 {
+		// A long window with no samples (only ignores): start afresh.
+		l.winStart.Store(now)
+		l.due.Store(now + l.minWin)
+		return
+	}
+	s := Sample{At: time.Duration(now), Window: time.Duration(elapsed), Queued: int(l.waiters.Load())}
+	st := l.state.Load()
+	s.Limit = int(st >> 32)
+	l.win.take(&s, l.pct, int64(st&inFlightMask))
+	l.winStart.Store(now)
+	l.due.Store(now + l.minWin)
+	if s.Count > 0 {
+		l.lastRTT.Store(int64(s.AvgRTT))
+	}
+	next := int64(l.alg.Update(s))
+	l.setLimit(min(max(next, l.minLim), l.maxLim))
+}
+
+// setLimit moves the limit, keeping the in-flight count, and admits waiters
+// if it grew.
+func (l *Limiter) setLimit(limit int64) {
+	var old int64
+	for {
+		s := l.state.Load()
+		old = int64(s >> 32)
+		if old == limit {
+			return
+		}
+		if l.state.CompareAndSwap(s, uint64(limit)<<32|s&inFlightMask) {
+			break
+		}
+	}
+	if l.obs != nil {
+		l.obs.GateLimit(int(old), int(limit))
+	}
+	if limit > old && l.waiters.Load() > 0 {
+		l.q.drain()
+	}
+}
+
+// estimatedWait is Little's law applied to the queue: a caller joining behind
+// queued others waits about (queued+1)·RTT/limit for a slot, where RTT is the
+// mean round-trip time of the last window; then it needs RTT to be served.
+// The result is that wait plus RTT, or 0 before any RTT was measured.
+func (l *Limiter) estimatedWait() time.Duration {
+	rtt := l.lastRTT.Load()
+	lim := max(int64(l.Limit()), 1)
+	q := l.waiters.Load()
+	if rtt == 0 {
+		return 0
+	}
+	wait := float64(q+1) * float64(rtt) / float64(lim)
+	return time.Duration(math.Min(wait+float64(rtt), math.MaxInt64))
+}

@@ -1,0 +1,268 @@
+package adaptive
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/metrics"
+)
+
+// queue holds the callers of Acquire that wait for a slot. All fields but
+// the waiter channels are guarded by mu.
+type queue struct {
+	l        *Limiter
+	mu       sync.Mutex
+	head     *waiter // oldest
+	tail     *waiter // newest
+	n        int
+	capacity int
+	order    QueueOrder
+	timeout  int64 // ns; 0: none
+	codel    bool
+	target   int64 // ns
+	interval int64 // ns
+	// lastEmpty is the last time the queue was seen empty (ns since epoch).
+	lastEmpty int64
+	pool      sync.Pool
+}
+
+type waiter struct {
+	prev, next *waiter
+	queued     bool
+	part       int32
+	enq        int64      // when it joined, ns since epoch
+	ch         chan grant // buffered: a grant never blocks the granter
+}
+
+type grant struct {
+	tok Token
+	err error
+}
+
+func newQueue(l *Limiter, cfg *config) *queue {
+	q := &queue{
+		l:        l,
+		capacity: cfg.queueCap,
+		order:    cfg.queueOrder,
+		timeout:  int64(cfg.queueTimeout),
+		codel:    cfg.codel,
+		target:   int64(cfg.codelTarget),
+		interval: int64(cfg.codelInterval),
+	}
+	q.pool.New = func() any { return &waiter{ch: make(chan grant, 1)} }
+	return q
+}
+
+// maxWait is how long a waiter may stay in the queue at time now (0: no
+// bound). With CoDel it is the interval while the queue drains now and then,
+// and the short target once it has not been empty for a whole interval.
+// Requires q.mu held.
+func (q *queue) maxWait(now int64) int64 {
+	if q.codel {
+		if q.overloaded(now) {
+			return q.target
+		}
+		return q.interval
+	}
+	return q.timeout
+}
+
+// overloaded reports a standing queue: not empty at any moment of the last
+// interval. Requires q.mu held.
+func (q *queue) overloaded(now int64) bool {
+	return q.codel && q.n > 0 && now-q.lastEmpty > q.interval
+}
+
+func (q *queue) push(w *waiter) {
+	w.queued = true
+	w.prev, w.next = q.tail, nil
+	if q.tail != nil {
+		q.tail.next = w
+	} else {
+		q.head = w
+	}
+	q.tail = w
+	q.n++
+	q.l.waiters.Add(1)
+}
+
+func (q *queue) remove(w *waiter, now int64) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		q.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		q.tail = w.prev
+	}
+	w.prev, w.next, w.queued = nil, nil, false
+	q.n--
+	q.l.waiters.Add(-1)
+	if q.n == 0 {
+		q.lastEmpty = now
+	}
+}
+
+// wait queues the caller until it is granted a slot, refused, or ctx ends.
+func (q *queue) wait(ctx context.Context, part int32) (Token, error) {
+	l := q.l
+	name := l.partitionName(part)
+	if dl, ok := ctx.Deadline(); ok {
+		if dl.Sub(l.clk.Now()) < l.estimatedWait() || !dl.After(l.clk.Now()) {
+			l.observe(metrics.DeadlineUnmeetable, name, 0)
+			return Token{}, ErrDeadlineUnmeetable
+		}
+	}
+	now := l.now()
+	q.mu.Lock()
+	if q.n >= q.capacity {
+		q.mu.Unlock()
+		l.observe(metrics.QueueFull, name, 0)
+		return Token{}, ErrQueueFull
+	}
+	if q.n == 0 {
+		q.lastEmpty = now
+	}
+	w := q.pool.Get().(*waiter)
+	w.part, w.enq = part, now
+	q.push(w)
+	q.drainLocked(now) // a slot may have freed since tryAcquire failed
+	var timeout <-chan time.Time
+	if l.sys {
+		// With the system clock, also wake up when the bound passes, so a
+		// waiter is told even if no slot frees. (On other clocks bounds are
+		// enforced whenever the queue is drained.)
+		if d := q.maxWait(now); d > 0 && w.queued {
+			t := time.NewTimer(time.Duration(d))
+			defer t.Stop()
+			timeout = t.C
+		}
+	}
+	q.mu.Unlock()
+
+	select {
+	case g := <-w.ch:
+		return q.finish(w, g, name)
+	case <-ctx.Done():
+		return q.abandon(w, ctx.Err(), metrics.Canceled, name)
+	case <-timeout:
+		return q.abandon(w, ErrQueueTimeout, metrics.QueueTimeout, name)
+	}
+}
+
+// finish reports a waiter's grant or refusal and recycles the waiter.
+func (q *queue) finish(w *waiter, g grant, name string) (Token, error) {
+	l := q.l
+	if l.obs != nil {
+		d := metrics.Admitted
+		if g.err != nil {
+			d = metrics.QueueTimeout
+		}
+		l.obs.GateDecision(d, name, time.Duration(l.now()-w.enq))
+	}
+	q.pool.Put(w)
+	return g.tok, g.err
+}
+
+// abandon takes a waiter out of the queue when its context ended or its time
+// bound passed. If a grant raced in first, a timed-out waiter keeps it; a
+// cancelled one gives the slot back, so the gate is as if it never came.
+func (q *queue) abandon(w *waiter, err error, d metrics.GateDecision, name string) (Token, error) {
+	l := q.l
+	now := l.now()
+	q.mu.Lock()
+	if w.queued {
+		q.remove(w, now)
+		q.mu.Unlock()
+		l.observe(d, name, time.Duration(now-w.enq))
+		q.pool.Put(w)
+		return Token{}, err
+	}
+	q.mu.Unlock()
+	g := <-w.ch // sent under q.mu before the waiter was dequeued
+	if g.err != nil || err == ErrQueueTimeout {
+		return q.finish(w, g, name)
+	}
+	l.free(g.tok.part) // cancelled: give the slot back, to the next waiter
+	l.observe(d, name, time.Duration(now-w.enq))
+	q.pool.Put(w)
+	return Token{}, err
+}
+
+// drain admits waiters while the gate has room.
+func (q *queue) drain() {
+	now := q.l.now()
+	q.mu.Lock()
+	q.drainLocked(now)
+	q.mu.Unlock()
+}
+
+// drainLocked turns away waiters past their time bound, then hands free
+// slots to waiters in queue order, one slot each. Without partitions it stops
+// at the first waiter that cannot be admitted; with partitions it looks for
+// the first waiter whose partition can be. Requires q.mu held.
+func (q *queue) drainLocked(now int64) {
+	if mw := q.maxWait(now); mw > 0 {
+		// The oldest waiters are the first to pass their bound.
+		for w := q.head; w != nil && now-w.enq > mw; w = q.head {
+			q.remove(w, now)
+			w.ch <- grant{err: ErrQueueTimeout}
+		}
+	}
+	lifo := q.order == LIFO || q.overloaded(now)
+	for q.n > 0 {
+		w := q.head
+		if lifo {
+			w = q.tail
+		}
+		granted := false
+		for ; w != nil; w = q.next(w, lifo) {
+			if tok, ok := q.admitWaiter(w, now); ok {
+				q.remove(w, now)
+				w.ch <- grant{tok: tok}
+				granted = true
+				break
+			}
+			if q.l.parts == nil {
+				break
+			}
+		}
+		if !granted {
+			return
+		}
+	}
+}
+
+func (q *queue) next(w *waiter, lifo bool) *waiter {
+	if lifo {
+		return w.prev
+	}
+	return w.next
+}
+
+// admitWaiter takes a slot for w, bypassing the no-queue-jumping rule of
+// TryAcquire (w is the queue). Requires q.mu held.
+func (q *queue) admitWaiter(w *waiter, now int64) (Token, bool) {
+	l := q.l
+	var n int64
+	var ok bool
+	if l.parts != nil {
+		n, ok = l.admitPartition(w.part)
+	} else {
+		n, ok = l.admit()
+	}
+	if !ok {
+		return Token{}, false
+	}
+	l.noteInFlight(n)
+	return Token{l: l, start: now, part: w.part}, true
+}
+
+func (l *Limiter) observe(d metrics.GateDecision, partition string, wait time.Duration) {
+	if l.obs != nil {
+		l.obs.GateDecision(d, partition, wait)
+	}
+}

@@ -1,0 +1,192 @@
+package adaptive
+
+import (
+	"math"
+	"math/bits"
+	"sync/atomic"
+	"time"
+)
+
+// Sample summarises one sampling window of the gate. The gate builds it when
+// a window closes and hands it to Algorithm.Update; algorithms never see
+// individual requests.
+//
+// Only tokens released with Success contribute round-trip times. Tokens
+// released with Dropped are counted in Dropped and contribute no RTT, so a
+// request that failed fast can never pass for a fast, healthy one.
+type Sample struct {
+	// At is when the window closed, measured from the gate's creation.
+	At time.Duration
+	// Window is how long the window lasted.
+	Window time.Duration
+	// Limit is the concurrency limit in force when the window closed.
+	Limit int
+	// Count is the number of successful requests sampled in the window.
+	Count int
+	// Dropped is the number of tokens released with Dropped in the window.
+	Dropped int
+	// RTT is the window's representative round-trip time: the mean of the
+	// successful requests, or the percentile chosen with WithPercentile.
+	// Zero when Count is zero.
+	RTT time.Duration
+	// MinRTT, AvgRTT and MaxRTT are the fastest, mean and slowest round-trip
+	// times of the successful requests in the window (zero when Count is zero).
+	MinRTT, AvgRTT, MaxRTT time.Duration
+	// MaxInFlight is the most requests in flight at once during the window.
+	MaxInFlight int
+	// Queued is the number of callers waiting in the queue when the window
+	// closed (always zero without a queue).
+	Queued int
+}
+
+// window accumulates per-request measurements with atomics. Writers add to
+// it concurrently; the single goroutine that finds the window due swaps the
+// counters out. A sample that races with the swap may be counted in the next
+// window instead; sums and counts stay consistent to within that one sample.
+type window struct {
+	count       atomic.Int64 // successful samples
+	sum         atomic.Int64 // sum of their RTTs, ns
+	min         atomic.Int64 // ns; math.MaxInt64 when empty
+	max         atomic.Int64 // ns
+	drops       atomic.Int64
+	maxInFlight atomic.Int64
+	hist        *histogram // nil unless a percentile is configured
+}
+
+func (w *window) reset() {
+	w.min.Store(math.MaxInt64)
+}
+
+// add records one successful request's round-trip time.
+func (w *window) add(rtt int64) {
+	if rtt < 0 {
+		rtt = 0
+	}
+	w.sum.Add(rtt)
+	if rtt < w.min.Load() {
+		atomicMin(&w.min, rtt)
+	}
+	if rtt > w.max.Load() {
+		atomicMax(&w.max, rtt)
+	}
+	if w.hist != nil {
+		w.hist.add(rtt)
+	}
+	w.count.Add(1) // last: a flush that sees the count has seen the sum too
+}
+
+// take swaps the accumulated values out and fills s with them. p is the
+// percentile (0 for the mean). inFlight seeds the next window's maximum.
+func (w *window) take(s *Sample, p float64, inFlight int64) {
+	n := w.count.Swap(0)
+	sum := w.sum.Swap(0)
+	minRTT := w.min.Swap(math.MaxInt64)
+	maxRTT := w.max.Swap(0)
+	s.Count = int(n)
+	s.Dropped = int(w.drops.Swap(0))
+	s.MaxInFlight = int(w.maxInFlight.Swap(inFlight))
+	var pct int64
+	if w.hist != nil {
+		pct = w.hist.takePercentile(p)
+	}
+	if n == 0 {
+		return
+	}
+	if minRTT == math.MaxInt64 {
+		minRTT = 0
+	}
+	s.MinRTT = time.Duration(minRTT)
+	s.MaxRTT = time.Duration(maxRTT)
+	s.AvgRTT = time.Duration(sum / n)
+	s.RTT = s.AvgRTT
+	if w.hist != nil {
+		// The histogram's resolution is about 3%; keep the result within the
+		// exact bounds seen in the window.
+		s.RTT = time.Duration(min(max(pct, minRTT), maxRTT))
+	}
+}
+
+func atomicMin(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if v >= old || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+func atomicMax(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+// histogram is a log-linear histogram of durations in nanoseconds with 16
+// buckets per power of two: values below 32 ns have a bucket each; above,
+// a value v with bit length e+5 falls in bucket 16·e + (v >> e), so every
+// bucket is at most 1/16 of its lower bound wide (relative error ≤ 3.1% at the
+// bucket's midpoint). Values at or above 2^40 ns (about 18 minutes) share the
+// last bucket.
+type histogram struct {
+	buckets [histBuckets]atomic.Int64
+}
+
+const (
+	histSubBits = 4
+	histMaxBits = 40
+	histBuckets = (histMaxBits-histSubBits)<<histSubBits + 2<<histSubBits
+)
+
+func histIndex(v int64) int {
+	if v < 2<<histSubBits {
+		return int(max(v, 0))
+	}
+	if v >= 1<<histMaxBits {
+		return histBuckets - 1
+	}
+	e := bits.Len64(uint64(v)) - histSubBits - 1
+	return e<<histSubBits + int(v>>e)
+}
+
+// histLower returns the smallest value that falls in bucket i, and the
+// bucket's width.
+func histLower(i int) (lower, width int64) {
+	if i < 2<<histSubBits {
+		return int64(i), 1
+	}
+	e := i>>histSubBits - 1
+	m := int64(i - e<<histSubBits)
+	return m << e, 1 << e
+}
+
+func (h *histogram) add(v int64) { h.buckets[histIndex(v)].Add(1) }
+
+// takePercentile empties the histogram and returns the p-quantile
+// (0 < p < 1) of what it held, as the midpoint of the bucket where the
+// quantile falls; 0 when it held nothing.
+func (h *histogram) takePercentile(p float64) int64 {
+	var counts [histBuckets]int64
+	var total int64
+	for i := range h.buckets {
+		c := h.buckets[i].Swap(0)
+		counts[i] = c
+		total += c
+	}
+	if total == 0 {
+		return 0
+	}
+	rank := int64(math.Ceil(p * float64(total)))
+	rank = min(max(rank, 1), total)
+	var seen int64
+	for i, c := range counts {
+		seen += c
+		if seen >= rank {
+			lo, w := histLower(i)
+			return lo + w/2
+		}
+	}
+	return 0 // unreachable: seen reaches total
+}

@@ -1,0 +1,33 @@
+module github.com/sluicehq/sluice/bench
+
+go 1.26
+
+require (
+	github.com/failsafe-go/failsafe-go v0.9.8
+	github.com/go-kratos/aegis v0.2.0
+	github.com/sluicehq/sluice v0.0.0
+	github.com/zeromicro/go-zero v1.10.3
+)
+
+require (
+	github.com/bits-and-blooms/bitset v1.24.4 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/fatih/color v1.18.0 // indirect
+	github.com/go-ole/go-ole v1.2.6 // indirect
+	github.com/influxdata/tdigest v0.0.1 // indirect
+	github.com/lufia/plan9stats v0.0.0-20230110061619-bbe2e5e100de // indirect
+	github.com/mattn/go-colorable v0.1.13 // indirect
+	github.com/mattn/go-isatty v0.0.20 // indirect
+	github.com/power-devops/perfstat v0.0.0-20221212215047-62379fc7944b // indirect
+	github.com/shirou/gopsutil/v3 v3.23.2 // indirect
+	github.com/spaolacci/murmur3 v1.1.0 // indirect
+	github.com/tklauser/go-sysconf v0.3.11 // indirect
+	github.com/tklauser/numcpus v0.6.0 // indirect
+	github.com/yusufpapurcu/wmi v1.2.2 // indirect
+	go.opentelemetry.io/otel v1.40.0 // indirect
+	go.opentelemetry.io/otel/trace v1.40.0 // indirect
+	go.uber.org/automaxprocs v1.6.0 // indirect
+	golang.org/x/sys v0.41.0 // indirect
+)
+
+replace github.com/sluicehq/sluice => ../

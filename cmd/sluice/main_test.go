@@ -1,0 +1,29 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestRun(t *testing.T) {
+	tests := []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"sim"}, 0, "not built yet"},
+		{[]string{"demo"}, 0, "adaptive"},
+		{nil, 2, "usage"},
+		{[]string{"bogus"}, 2, `unknown command "bogus"`},
+	}
+	for _, tt := range tests {
+		var out, errb bytes.Buffer
+		if code := run(tt.args, &out, &errb); code != tt.code {
+			t.Errorf("run(%q) = %d, want %d", tt.args, code, tt.code)
+		}
+		if got := out.String() + errb.String(); !strings.Contains(got, tt.out) {
+			t.Errorf("run(%q) printed %q, want it to contain %q", tt.args, got, tt.out)
+		}
+	}
+}

@@ -1,0 +1,94 @@
+// Package metrics defines the observer hooks through which sluice's guards
+// report what they decide. It holds interfaces only; adapters for Prometheus
+// (metrics/prom) and go-metrics (metrics/gometrics) implement them, so a
+// guard never imports a metrics library and a new adapter needs no change to
+// any guard.
+//
+// Observers are called synchronously on the request path. They must be safe
+// for concurrent use and cheap: count, do not block.
+package metrics
+
+import "time"
+
+// GateDecision is what an adaptive gate did with one attempt to acquire a
+// token.
+type GateDecision uint8
+
+// The decisions a gate reports.
+const (
+	// Admitted: a token was granted, at once or after waiting in the queue.
+	Admitted GateDecision = iota
+	// Rejected: the gate was full and there was no queue to wait in.
+	Rejected
+	// QueueFull: the gate was full and so was its wait queue.
+	QueueFull
+	// DeadlineUnmeetable: the caller's deadline would pass before the
+	// request could be admitted and served, so it was refused at once.
+	DeadlineUnmeetable
+	// QueueTimeout: the caller waited longer than the queue allows.
+	QueueTimeout
+	// Canceled: the caller's context ended while it waited.
+	Canceled
+)
+
+var gateDecisionNames = [...]string{"admitted", "rejected", "queue_full", "deadline_unmeetable", "queue_timeout", "canceled"}
+
+// String returns the decision's name in snake case, fit for a metric label.
+func (d GateDecision) String() string {
+	if int(d) < len(gateDecisionNames) {
+		return gateDecisionNames[d]
+	}
+	return "unknown"
+}
+
+// GateRelease is how a token was given back.
+type GateRelease uint8
+
+// The ways a token is released.
+const (
+	// Success: the request completed; its round-trip time is a sample.
+	Success GateRelease = iota
+	// Dropped: the request timed out or was refused downstream; a
+	// congestion signal, never a latency sample.
+	Dropped
+	// Ignored: the slot was released without any sample (for example the
+	// client went away).
+	Ignored
+)
+
+var gateReleaseNames = [...]string{"success", "dropped", "ignored"}
+
+// String returns the release kind's name in snake case, fit for a metric label.
+func (r GateRelease) String() string {
+	if int(r) < len(gateReleaseNames) {
+		return gateReleaseNames[r]
+	}
+	return "unknown"
+}
+
+// GateObserver receives the events of an adaptive gate (adaptive.Limiter).
+// Embed GateBase to implement only the methods you need; methods added to
+// this interface later will come with a no-op in GateBase.
+type GateObserver interface {
+	// GateDecision reports the outcome of one acquisition. partition is the
+	// partition's name ("" when the gate has none or the caller named none);
+	// wait is the time spent in the queue (0 when the caller did not queue).
+	GateDecision(d GateDecision, partition string, wait time.Duration)
+	// GateRelease reports a released token; rtt is the time the token was
+	// held (reported for every kind, but only Success feeds the algorithm).
+	GateRelease(r GateRelease, rtt time.Duration)
+	// GateLimit reports a change of the concurrency limit.
+	GateLimit(old, new int)
+}
+
+// GateBase implements GateObserver with methods that do nothing.
+type GateBase struct{}
+
+// GateDecision does nothing.
+func (GateBase) GateDecision(GateDecision, string, time.Duration) {}
+
+// GateRelease does nothing.
+func (GateBase) GateRelease(GateRelease, time.Duration) {}
+
+// GateLimit does nothing.
+func (GateBase) GateLimit(int, int) {}
