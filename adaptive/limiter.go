@@ -60,15 +60,8 @@ var (
 //
 // A Limiter is safe for concurrent use.
 type Limiter struct {
-	// state is limit<<32 | inFlight: admission compares and swaps both.
-	state   atomic.Uint64
-	waiters atomic.Int64 // callers in the queue
-	due     atomic.Int64 // when the current window may close, ns since epoch
-	_       [40]byte     // keep the request-path words off the window's line
-
-	win window
-	_   [8]byte
-
+	h       *hot       // the request path's words, in one cache line
+	hist    *histogram // nil unless WithPercentile
 	since   clock.Elapsed
 	clk     clock.Clock
 	sys     bool // clk is the system clock: queue timeouts may use timers
@@ -132,12 +125,13 @@ func New(alg Algorithm, opts ...Option) (*Limiter, error) {
 		l.since = subClock{cfg.clock}
 	}
 	l.epoch = l.clk.Now()
-	l.state.Store(uint64(initial) << 32)
-	l.win.reset()
+	l.h = new(hot)
+	l.h.state.Store(uint64(initial) << 32)
+	l.h.min.Store(math.MaxInt64)
+	l.h.due.Store(l.minWin)
 	if cfg.percentile > 0 {
-		l.win.hist = new(histogram)
+		l.hist = new(histogram)
 	}
-	l.due.Store(l.minWin)
 	if cfg.queueCap > 0 {
 		l.q = newQueue(l, &cfg)
 	}
@@ -151,17 +145,23 @@ type subClock struct{ c clock.Clock }
 
 func (s subClock) Since(t time.Time) time.Duration { return s.c.Now().Sub(t) }
 
-// now returns the gate's time: nanoseconds since it was created.
-func (l *Limiter) now() int64 { return int64(l.since.Since(l.epoch)) }
+// now returns the gate's time: nanoseconds since it was created. On the
+// system clock that is one monotonic clock read.
+func (l *Limiter) now() int64 {
+	if l.sys {
+		return int64(time.Since(l.epoch))
+	}
+	return int64(l.since.Since(l.epoch))
+}
 
 // Limit returns the current concurrency limit.
-func (l *Limiter) Limit() int { return int(l.state.Load() >> 32) }
+func (l *Limiter) Limit() int { return int(l.h.state.Load() >> 32) }
 
 // InFlight returns the number of tokens currently held.
-func (l *Limiter) InFlight() int { return int(l.state.Load() & inFlightMask) }
+func (l *Limiter) InFlight() int { return int(l.h.state.Load() & inFlightMask) }
 
 // Queued returns the number of callers waiting in Acquire.
-func (l *Limiter) Queued() int { return int(l.waiters.Load()) }
+func (l *Limiter) Queued() int { return int(l.h.waiters.Load()) }
 
 // Overreleases returns how many times a token was released more often than
 // it was acquired (a bug in the caller). Such releases are ignored.
@@ -226,37 +226,29 @@ func (l *Limiter) observeTry(ok bool, part int32) {
 // tryAcquire admits the caller into partition part (0: none) if it can, and
 // stamps the token.
 func (l *Limiter) tryAcquire(part int32) (Token, bool) {
-	var n int64
 	var ok bool
 	if l.parts != nil {
-		n, ok = l.admitPartition(part)
-	} else if l.waiters.Load() == 0 {
-		n, ok = l.admit()
+		ok = l.admitPartition(part)
+	} else if l.h.waiters.Load() == 0 {
+		ok = l.admit()
 	}
 	if !ok {
 		return Token{}, false
 	}
-	l.noteInFlight(n)
 	return Token{l: l, start: l.now(), part: part}, true
 }
 
 // admit takes a slot if in-flight is below the limit, in one compare-and-swap
-// of the word that holds both, and returns the new in-flight count.
-func (l *Limiter) admit() (int64, bool) {
+// of the word that holds both.
+func (l *Limiter) admit() bool {
 	for {
-		s := l.state.Load()
+		s := l.h.state.Load()
 		if s&inFlightMask >= s>>32 {
-			return 0, false
+			return false
 		}
-		if l.state.CompareAndSwap(s, s+1) {
-			return int64(s&inFlightMask) + 1, true
+		if l.h.state.CompareAndSwap(s, s+1) {
+			return true
 		}
-	}
-}
-
-func (l *Limiter) noteInFlight(n int64) {
-	if n > l.win.maxInFlight.Load() {
-		atomicMax(&l.win.maxInFlight, n)
 	}
 }
 
@@ -298,16 +290,17 @@ func (l *Limiter) release(t Token, kind metrics.GateRelease) {
 		now = l.now()
 	}
 	l.free(t.part)
+	full := false
 	switch kind {
 	case metrics.Success:
-		l.win.add(now - t.start)
+		full = l.h.add(now-t.start, l.hist)
 	case metrics.Dropped:
-		l.win.drops.Add(1)
+		l.h.drops.Add(1)
 	}
 	if l.obs != nil {
 		l.obs.GateRelease(kind, time.Duration(now-t.start))
 	}
-	if kind != metrics.Ignored && now >= l.due.Load() {
+	if kind != metrics.Ignored && (now >= l.h.due.Load() || full) {
 		l.maybeFlush(now)
 	}
 }
@@ -319,23 +312,27 @@ func (l *Limiter) free(part int32) {
 		// less used, which only makes admission of others more cautious.
 		l.parts.inFlight[part-1].Add(-1)
 	}
-	s := l.state.Add(^uint64(0))
+	s := l.h.state.Add(^uint64(0))
 	if s&inFlightMask == inFlightMask {
 		// Released more than acquired: undo and count the misuse.
-		l.state.Add(1)
+		l.h.state.Add(1)
 		l.overreleases.Add(1)
 		return
 	}
+	// The in-flight count peaks right after an admission, so the next
+	// release sees every peak: the window's maximum is tracked here, on the
+	// line this release already wrote, and never on the admission path.
+	l.h.noteInFlight(int64(s&inFlightMask) + 1)
 	// The decrement above and the enqueue's increment of waiters are both
 	// sequentially consistent, so either the waiter sees the free slot or
 	// this load sees the waiter: no lost wakeup.
-	if l.waiters.Load() > 0 {
+	if l.h.waiters.Load() > 0 {
 		l.q.drain()
 	}
 }
 
-// maybeFlush closes the current window if it is due and feeds it to the
-// algorithm. At most one goroutine flushes at a time; the others go on.
+// maybeFlush closes the current window if it is due (or full) and feeds it
+// to the algorithm. At most one goroutine flushes at a time; the others go on.
 func (l *Limiter) maybeFlush(now int64) {
 	if !l.flushing.CompareAndSwap(false, true) {
 		return
@@ -343,25 +340,28 @@ func (l *Limiter) maybeFlush(now int64) {
 	defer l.flushing.Store(false)
 	start := l.winStart.Load()
 	elapsed := now - start
-	if elapsed < l.minWin {
-		return // another goroutine closed it just now
+	a := l.h.acc.Load()
+	count := int64(a >> accSumBits)
+	if full := a&accSumMask >= accSumFull || count >= accCountFull; !full {
+		if elapsed < l.minWin {
+			return // another goroutine closed it just now
+		}
+		if count < l.minSamp && elapsed < l.maxWin {
+			return
+		}
 	}
-	count := l.win.count.Load()
-	if count < l.minSamp && elapsed < l.maxWin {
-		return
-	}
-	if count == 0 && l.win.drops.Load() == 0 {
+	if count == 0 && l.h.drops.Load() == 0 {
 		// A long window with no samples (only ignores): start afresh.
 		l.winStart.Store(now)
-		l.due.Store(now + l.minWin)
+		l.h.due.Store(now + l.minWin)
 		return
 	}
-	s := Sample{At: time.Duration(now), Window: time.Duration(elapsed), Queued: int(l.waiters.Load())}
-	st := l.state.Load()
+	s := Sample{At: time.Duration(now), Window: time.Duration(elapsed), Queued: int(l.h.waiters.Load())}
+	st := l.h.state.Load()
 	s.Limit = int(st >> 32)
-	l.win.take(&s, l.pct, int64(st&inFlightMask))
+	l.h.take(&s, l.hist, l.pct, int64(st&inFlightMask))
 	l.winStart.Store(now)
-	l.due.Store(now + l.minWin)
+	l.h.due.Store(now + l.minWin)
 	if s.Count > 0 {
 		l.lastRTT.Store(int64(s.AvgRTT))
 	}
@@ -374,19 +374,19 @@ func (l *Limiter) maybeFlush(now int64) {
 func (l *Limiter) setLimit(limit int64) {
 	var old int64
 	for {
-		s := l.state.Load()
+		s := l.h.state.Load()
 		old = int64(s >> 32)
 		if old == limit {
 			return
 		}
-		if l.state.CompareAndSwap(s, uint64(limit)<<32|s&inFlightMask) {
+		if l.h.state.CompareAndSwap(s, uint64(limit)<<32|s&inFlightMask) {
 			break
 		}
 	}
 	if l.obs != nil {
 		l.obs.GateLimit(int(old), int(limit))
 	}
-	if limit > old && l.waiters.Load() > 0 {
+	if limit > old && l.h.waiters.Load() > 0 {
 		l.q.drain()
 	}
 }
@@ -398,7 +398,7 @@ func (l *Limiter) setLimit(limit int64) {
 func (l *Limiter) estimatedWait() time.Duration {
 	rtt := l.lastRTT.Load()
 	lim := max(int64(l.Limit()), 1)
-	q := l.waiters.Load()
+	q := l.h.waiters.Load()
 	if rtt == 0 {
 		return 0
 	}

@@ -367,7 +367,7 @@ func TestGateIsExactWhileTheLimitMoves(t *testing.T) {
 		})
 	}
 	r := rand.New(rand.NewPCG(7, 7))
-	prev := l.state.Load()
+	prev := l.h.state.Load()
 	shrinks := 0
 	for i := range 20000 {
 		if i%50 == 0 {
@@ -377,7 +377,7 @@ func TestGateIsExactWhileTheLimitMoves(t *testing.T) {
 			}
 			l.setLimit(next)
 		}
-		cur := l.state.Load()
+		cur := l.h.state.Load()
 		lim, n := cur>>32, cur&inFlightMask
 		prevLim, prevN := prev>>32, prev&inFlightMask
 		_ = prevLim

@@ -47,15 +47,15 @@ func guaranteed(s float64, lim int64) int64 {
 //
 // Admissions that borrow keep n + Σ owed ≤ L, so a partition below its share
 // always finds a free slot while n < L.
-func (l *Limiter) admitPartition(part int32) (int64, bool) {
+func (l *Limiter) admitPartition(part int32) bool {
 	p := l.parts
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for {
-		s := l.state.Load()
+		s := l.h.state.Load()
 		lim, n := int64(s>>32), int64(s&inFlightMask)
 		if n >= lim {
-			return 0, false
+			return false
 		}
 		var owed int64
 		under := false
@@ -71,13 +71,13 @@ func (l *Limiter) admitPartition(part int32) (int64, bool) {
 			}
 		}
 		if !under && n+1+owed > lim {
-			return 0, false
+			return false
 		}
-		if l.state.CompareAndSwap(s, s+1) {
+		if l.h.state.CompareAndSwap(s, s+1) {
 			if part > 0 {
 				p.inFlight[part-1].Add(1)
 			}
-			return n + 1, true
+			return true
 		}
 	}
 }

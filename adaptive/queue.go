@@ -84,7 +84,7 @@ func (q *queue) push(w *waiter) {
 	}
 	q.tail = w
 	q.n++
-	q.l.waiters.Add(1)
+	q.l.h.waiters.Add(1)
 }
 
 func (q *queue) remove(w *waiter, now int64) {
@@ -100,7 +100,7 @@ func (q *queue) remove(w *waiter, now int64) {
 	}
 	w.prev, w.next, w.queued = nil, nil, false
 	q.n--
-	q.l.waiters.Add(-1)
+	q.l.h.waiters.Add(-1)
 	if q.n == 0 {
 		q.lastEmpty = now
 	}
@@ -212,7 +212,7 @@ func (q *queue) drainLocked(now int64) {
 			w.ch <- grant{err: ErrQueueTimeout}
 		}
 	}
-	lifo := q.order == LIFO || q.overloaded(now)
+	lifo := q.order == LIFO && !q.codel || q.overloaded(now)
 	for q.n > 0 {
 		w := q.head
 		if lifo {
@@ -247,17 +247,15 @@ func (q *queue) next(w *waiter, lifo bool) *waiter {
 // TryAcquire (w is the queue). Requires q.mu held.
 func (q *queue) admitWaiter(w *waiter, now int64) (Token, bool) {
 	l := q.l
-	var n int64
 	var ok bool
 	if l.parts != nil {
-		n, ok = l.admitPartition(w.part)
+		ok = l.admitPartition(w.part)
 	} else {
-		n, ok = l.admit()
+		ok = l.admit()
 	}
 	if !ok {
 		return Token{}, false
 	}
-	l.noteInFlight(n)
 	return Token{l: l, start: now, part: w.part}, true
 }
 

@@ -39,55 +39,77 @@ type Sample struct {
 	Queued int
 }
 
-// window accumulates per-request measurements with atomics. Writers add to
-// it concurrently; the single goroutine that finds the window due swaps the
-// counters out. A sample that races with the swap may be counted in the next
-// window instead; sums and counts stay consistent to within that one sample.
-type window struct {
-	count       atomic.Int64 // successful samples
-	sum         atomic.Int64 // sum of their RTTs, ns
-	min         atomic.Int64 // ns; math.MaxInt64 when empty
-	max         atomic.Int64 // ns
+// hot holds every word the request path touches, in one 64-byte cache
+// line: it is allocated on its own, and the allocator's 64-byte size class is
+// 64-byte aligned. Admission and release then move one line between cores,
+// not several.
+//
+// The window's accumulators are written concurrently by releases; the single
+// goroutine that finds the window due swaps them out. A sample that races
+// with the swap may be counted in the next window instead.
+type hot struct {
+	state       atomic.Uint64 // limit<<32 | inFlight: admission swaps both at once
+	acc         atomic.Uint64 // samples<<accSumBits | sum of their RTTs in ns
+	min         atomic.Int64  // fastest RTT in ns; math.MaxInt64 when none
+	max         atomic.Int64  // slowest RTT in ns
+	maxInFlight atomic.Int64  // most in flight at once
 	drops       atomic.Int64
-	maxInFlight atomic.Int64
-	hist        *histogram // nil unless a percentile is configured
+	waiters     atomic.Int64 // callers in the queue
+	due         atomic.Int64 // when the window may close, ns since epoch
 }
 
-func (w *window) reset() {
-	w.min.Store(math.MaxInt64)
+// The sample count and the RTT sum share one word so that a sample costs one
+// atomic add. A window closes early, whatever its length, once either half
+// reaches its "full" mark, long before it could overflow.
+const (
+	accSumBits   = 42
+	accSumMask   = 1<<accSumBits - 1
+	accCountOne  = 1 << accSumBits
+	accSumFull   = 1 << 41 // ns, about 37 minutes of summed RTT
+	accCountFull = 1 << 21 // samples
+	// maxMeanRTT caps one sample's contribution to the sum, so that even 32
+	// racing samples cannot overflow it between "full" and the flush. Min,
+	// max and percentiles see the exact value.
+	maxMeanRTT = 1<<36 - 1 // about 68.7s
+)
+
+// add records one successful request's round-trip time and reports whether
+// the window is full and must close now.
+func (h *hot) add(rtt int64, hist *histogram) (full bool) {
+	rtt = max(rtt, 0)
+	if rtt < h.min.Load() {
+		atomicMin(&h.min, rtt)
+	}
+	if rtt > h.max.Load() {
+		atomicMax(&h.max, rtt)
+	}
+	if hist != nil {
+		hist.add(rtt)
+	}
+	a := h.acc.Add(accCountOne | uint64(min(rtt, maxMeanRTT)))
+	return a&accSumMask >= accSumFull || a>>accSumBits >= accCountFull
 }
 
-// add records one successful request's round-trip time.
-func (w *window) add(rtt int64) {
-	if rtt < 0 {
-		rtt = 0
+// noteInFlight raises the window's maximum in-flight count to n.
+func (h *hot) noteInFlight(n int64) {
+	if n > h.maxInFlight.Load() {
+		atomicMax(&h.maxInFlight, n)
 	}
-	w.sum.Add(rtt)
-	if rtt < w.min.Load() {
-		atomicMin(&w.min, rtt)
-	}
-	if rtt > w.max.Load() {
-		atomicMax(&w.max, rtt)
-	}
-	if w.hist != nil {
-		w.hist.add(rtt)
-	}
-	w.count.Add(1) // last: a flush that sees the count has seen the sum too
 }
 
-// take swaps the accumulated values out and fills s with them. p is the
-// percentile (0 for the mean). inFlight seeds the next window's maximum.
-func (w *window) take(s *Sample, p float64, inFlight int64) {
-	n := w.count.Swap(0)
-	sum := w.sum.Swap(0)
-	minRTT := w.min.Swap(math.MaxInt64)
-	maxRTT := w.max.Swap(0)
+// take swaps the window's accumulators out and fills s with them. p is the
+// percentile (0 for the mean); inFlight seeds the next window's maximum.
+func (h *hot) take(s *Sample, hist *histogram, p float64, inFlight int64) {
+	a := h.acc.Swap(0)
+	minRTT := h.min.Swap(math.MaxInt64)
+	maxRTT := h.max.Swap(0)
+	n, sum := int64(a>>accSumBits), int64(a&accSumMask)
 	s.Count = int(n)
-	s.Dropped = int(w.drops.Swap(0))
-	s.MaxInFlight = int(w.maxInFlight.Swap(inFlight))
+	s.Dropped = int(h.drops.Swap(0))
+	s.MaxInFlight = int(h.maxInFlight.Swap(inFlight))
 	var pct int64
-	if w.hist != nil {
-		pct = w.hist.takePercentile(p)
+	if hist != nil {
+		pct = hist.takePercentile(p)
 	}
 	if n == 0 {
 		return
@@ -99,7 +121,7 @@ func (w *window) take(s *Sample, p float64, inFlight int64) {
 	s.MaxRTT = time.Duration(maxRTT)
 	s.AvgRTT = time.Duration(sum / n)
 	s.RTT = s.AvgRTT
-	if w.hist != nil {
+	if hist != nil {
 		// The histogram's resolution is about 3%; keep the result within the
 		// exact bounds seen in the window.
 		s.RTT = time.Duration(min(max(pct, minRTT), maxRTT))

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func TestHistogramIndexIsMonotoneAndBounded(t *testing.T) {
@@ -55,24 +56,51 @@ func TestHistogramPercentileWithinResolution(t *testing.T) {
 	}
 }
 
-func TestWindowTake(t *testing.T) {
-	var w window
-	w.reset()
+func TestHotTake(t *testing.T) {
+	var h hot
+	h.min.Store(math.MaxInt64)
 	for _, ms := range []int64{4, 1, 7} {
-		w.add(ms * int64(time.Millisecond))
+		if h.add(ms*int64(time.Millisecond), nil) {
+			t.Fatal("three samples filled the window")
+		}
 	}
-	w.drops.Add(2)
-	w.maxInFlight.Store(9)
+	h.drops.Add(2)
+	h.noteInFlight(9)
 	var s Sample
-	w.take(&s, 0, 3)
+	h.take(&s, nil, 0, 3)
 	want := Sample{Count: 3, Dropped: 2, MaxInFlight: 9, RTT: 4 * time.Millisecond,
 		MinRTT: time.Millisecond, AvgRTT: 4 * time.Millisecond, MaxRTT: 7 * time.Millisecond}
 	if s != want {
 		t.Fatalf("take = %+v\nwant %+v", s, want)
 	}
 	var s2 Sample
-	w.take(&s2, 0, 0)
+	h.take(&s2, nil, 0, 0)
 	if s2 != (Sample{MaxInFlight: 3}) {
 		t.Fatalf("second take = %+v, want empty with carried in-flight 3", s2)
+	}
+}
+
+func TestHotFillsLongBeforeOverflow(t *testing.T) {
+	var h hot
+	h.min.Store(math.MaxInt64)
+	// Samples of an hour count as maxMeanRTT in the sum; the window reports
+	// full once the sum passes accSumFull, with room for 32 more such samples.
+	n := 0
+	for !h.add(int64(time.Hour), nil) {
+		n++
+	}
+	if want := accSumFull/maxMeanRTT + 1; n+1 != want { // maxMeanRTT is 2^36-1
+		t.Fatalf("full after %d samples, want %d", n+1, want)
+	}
+	for range 31 {
+		h.add(int64(time.Hour), nil)
+	}
+	var s Sample
+	h.take(&s, nil, 0, 0)
+	if s.Count != n+32 || s.AvgRTT != maxMeanRTT || s.MaxRTT != time.Hour {
+		t.Fatalf("after %d samples: %+v", n+32, s)
+	}
+	if unsafe.Sizeof(h) != 64 {
+		t.Fatalf("hot is %d bytes, want one 64-byte cache line", unsafe.Sizeof(h))
 	}
 }
