@@ -310,7 +310,11 @@ func (l *Limiter) free(part int32) {
 	if part > 0 {
 		// Partition count first: between the two steps the partition looks
 		// less used, which only makes admission of others more cautious.
-		l.parts.inFlight[part-1].Add(-1)
+		if l.parts.inFlight[part-1].Add(-1) < 0 {
+			l.parts.inFlight[part-1].Add(1)
+			l.overreleases.Add(1)
+			return
+		}
 	}
 	s := l.h.state.Add(^uint64(0))
 	if s&inFlightMask == inFlightMask {

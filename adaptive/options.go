@@ -136,7 +136,8 @@ func WithQueue(capacity int, order QueueOrder) Option {
 
 // WithQueueTimeout bounds how long a caller waits in the queue; past it,
 // Acquire returns ErrQueueTimeout. Zero (the default) leaves the bound to the
-// caller's context. Requires WithQueue.
+// caller's context (and to WithCoDel, whose bounds it can only tighten).
+// Requires WithQueue.
 func WithQueueTimeout(d time.Duration) Option {
 	return optionFunc(func(cfg *config) { cfg.queueTimeout = d })
 }

@@ -55,17 +55,22 @@ func newQueue(l *Limiter, cfg *config) *queue {
 }
 
 // maxWait is how long a waiter may stay in the queue at time now (0: no
-// bound). With CoDel it is the interval while the queue drains now and then,
-// and the short target once it has not been empty for a whole interval.
+// bound): the queue timeout, and with CoDel the smaller of that and the
+// interval while the queue drains now and then, or the short target once it
+// has not been empty for a whole interval.
 // Requires q.mu held.
 func (q *queue) maxWait(now int64) int64 {
-	if q.codel {
-		if q.overloaded(now) {
-			return q.target
-		}
-		return q.interval
+	if !q.codel {
+		return q.timeout
 	}
-	return q.timeout
+	bound := q.interval
+	if q.overloaded(now) {
+		bound = q.target
+	}
+	if q.timeout > 0 {
+		bound = min(bound, q.timeout)
+	}
+	return bound
 }
 
 // overloaded reports a standing queue: not empty at any moment of the last
