@@ -135,7 +135,7 @@ func New(alg Algorithm, opts ...Option) (*Limiter, error) {
 	if cfg.queueCap > 0 {
 		l.q = newQueue(l, &cfg)
 	}
-	if cfg.partitions != nil {
+	if cfg.partitioned {
 		l.parts = newPartitions(cfg.partitions)
 	}
 	return l, nil

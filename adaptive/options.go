@@ -70,6 +70,7 @@ type config struct {
 	codelTarget   time.Duration
 	codelInterval time.Duration
 	partitions    map[string]float64
+	partitioned   bool
 	observer      metrics.GateObserver
 	nilObserver   bool
 }
@@ -163,7 +164,7 @@ func WithCoDel(target, interval time.Duration) Option {
 // other partition is owed. Callers that name no partition, or an unknown one,
 // get only the capacity owed to nobody. Partitioned admission takes a mutex.
 func WithPartitions(shares map[string]float64) Option {
-	return optionFunc(func(cfg *config) { cfg.partitions = shares })
+	return optionFunc(func(cfg *config) { cfg.partitions, cfg.partitioned = shares, true })
 }
 
 // WithObserver reports every decision, release and limit change to o (see
@@ -224,7 +225,7 @@ func (c *config) validate(initial int) error {
 	if c.codel && !(c.codelTarget > 0 && c.codelTarget < c.codelInterval) {
 		bad("CoDel target %v, interval %v: need 0 < target < interval", c.codelTarget, c.codelInterval)
 	}
-	if c.partitions != nil {
+	if c.partitioned {
 		if len(c.partitions) == 0 {
 			bad("WithPartitions: no partitions given")
 		}

@@ -89,9 +89,14 @@ func (l *Limiter) partitionName(part int32) string {
 	return l.parts.names[part-1]
 }
 
-// Partition is a handle on one named share of a gate (WithPartitions). Keep
-// it rather than looking it up per request. The zero Partition and handles of
-// unknown names admit only capacity owed to no partition.
+// Partition is a handle on one named share of a gate (WithPartitions), got
+// from Limiter.Partition; keep it rather than looking it up per request.
+// Handles of unknown names admit only capacity owed to no partition. The zero
+// Partition is not usable.
+//
+// On a partitioned gate TryAcquire does not defer to queued callers of other
+// partitions (a partition below its share must be admitted at once), so it
+// may take a slot freed an instant before the queue would have.
 type Partition struct {
 	l    *Limiter
 	part int32
