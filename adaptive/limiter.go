@@ -60,8 +60,11 @@ var (
 //
 // A Limiter is safe for concurrent use.
 type Limiter struct {
-	h       *hot       // the request path's words, in one cache line
-	hist    *histogram // nil unless WithPercentile
+	h       *hot         // the admission word, alone on its cache line
+	win     *shards      // the window's accumulators
+	hist    *histogram   // nil unless WithPercentile
+	waiters atomic.Int64 // callers in the queue; read on every request, rarely written
+	due     atomic.Int64 // when the window may close, ns since epoch; written once per window
 	since   clock.Elapsed
 	clk     clock.Clock
 	sys     bool // clk is the system clock: queue timeouts may use timers
@@ -127,8 +130,9 @@ func New(alg Algorithm, opts ...Option) (*Limiter, error) {
 	l.epoch = l.clk.Now()
 	l.h = new(hot)
 	l.h.state.Store(uint64(initial) << 32)
-	l.h.min.Store(math.MaxInt64)
-	l.h.due.Store(l.minWin)
+	l.win = new(shards)
+	l.win.reset()
+	l.due.Store(l.minWin)
 	if cfg.percentile > 0 {
 		l.hist = new(histogram)
 	}
@@ -161,7 +165,7 @@ func (l *Limiter) Limit() int { return int(l.h.state.Load() >> 32) }
 func (l *Limiter) InFlight() int { return int(l.h.state.Load() & inFlightMask) }
 
 // Queued returns the number of callers waiting in Acquire.
-func (l *Limiter) Queued() int { return int(l.h.waiters.Load()) }
+func (l *Limiter) Queued() int { return int(l.waiters.Load()) }
 
 // Overreleases returns how many times a token was released more often than
 // it was acquired (a bug in the caller). Such releases are ignored.
@@ -229,7 +233,7 @@ func (l *Limiter) tryAcquire(part int32) (Token, bool) {
 	var ok bool
 	if l.parts != nil {
 		ok = l.admitPartition(part)
-	} else if l.h.waiters.Load() == 0 {
+	} else if l.waiters.Load() == 0 {
 		ok = l.admit()
 	}
 	if !ok {
@@ -289,24 +293,26 @@ func (l *Limiter) release(t Token, kind metrics.GateRelease) {
 	if kind != metrics.Ignored || l.obs != nil {
 		now = l.now()
 	}
-	l.free(t.part)
+	sh := l.win.of()
+	l.free(t.part, sh)
 	full := false
 	switch kind {
 	case metrics.Success:
-		full = l.h.add(now-t.start, l.hist)
+		full = sh.add(now-t.start, l.hist)
 	case metrics.Dropped:
-		l.h.drops.Add(1)
+		sh.drops.Add(1)
 	}
 	if l.obs != nil {
 		l.obs.GateRelease(kind, time.Duration(now-t.start))
 	}
-	if kind != metrics.Ignored && (now >= l.h.due.Load() || full) {
+	if kind != metrics.Ignored && (now >= l.due.Load() || full) {
 		l.maybeFlush(now)
 	}
 }
 
 // free returns one slot (of partition part) and hands it to a waiter if any.
-func (l *Limiter) free(part int32) {
+// sh is the window shard that records the in-flight peak.
+func (l *Limiter) free(part int32, sh *shard) {
 	if part > 0 {
 		// Partition count first: between the two steps the partition looks
 		// less used, which only makes admission of others more cautious.
@@ -324,13 +330,13 @@ func (l *Limiter) free(part int32) {
 		return
 	}
 	// The in-flight count peaks right after an admission, so the next
-	// release sees every peak: the window's maximum is tracked here, on the
-	// line this release already wrote, and never on the admission path.
-	l.h.noteInFlight(int64(s&inFlightMask) + 1)
+	// release sees every peak: the window's maximum is tracked here, in the
+	// release's shard, and never on the admission path.
+	sh.noteInFlight(int64(s&inFlightMask) + 1)
 	// The decrement above and the enqueue's increment of waiters are both
 	// sequentially consistent, so either the waiter sees the free slot or
 	// this load sees the waiter: no lost wakeup.
-	if l.h.waiters.Load() > 0 {
+	if l.waiters.Load() > 0 {
 		l.q.drain()
 	}
 }
@@ -344,9 +350,8 @@ func (l *Limiter) maybeFlush(now int64) {
 	defer l.flushing.Store(false)
 	start := l.winStart.Load()
 	elapsed := now - start
-	a := l.h.acc.Load()
-	count := int64(a >> accSumBits)
-	if full := a&accSumMask >= accSumFull || count >= accCountFull; !full {
+	count := l.win.count()
+	if !l.win.full() {
 		if elapsed < l.minWin {
 			return // another goroutine closed it just now
 		}
@@ -354,18 +359,18 @@ func (l *Limiter) maybeFlush(now int64) {
 			return
 		}
 	}
-	if count == 0 && l.h.drops.Load() == 0 {
+	if count == 0 && l.win.drops() == 0 {
 		// A long window with no samples (only ignores): start afresh.
 		l.winStart.Store(now)
-		l.h.due.Store(now + l.minWin)
+		l.due.Store(now + l.minWin)
 		return
 	}
-	s := Sample{At: time.Duration(now), Window: time.Duration(elapsed), Queued: int(l.h.waiters.Load())}
+	s := Sample{At: time.Duration(now), Window: time.Duration(elapsed), Queued: int(l.waiters.Load())}
 	st := l.h.state.Load()
 	s.Limit = int(st >> 32)
-	l.h.take(&s, l.hist, l.pct, int64(st&inFlightMask))
+	l.win.take(&s, l.hist, l.pct, int64(st&inFlightMask))
 	l.winStart.Store(now)
-	l.h.due.Store(now + l.minWin)
+	l.due.Store(now + l.minWin)
 	if s.Count > 0 {
 		l.lastRTT.Store(int64(s.AvgRTT))
 	}
@@ -390,7 +395,7 @@ func (l *Limiter) setLimit(limit int64) {
 	if l.obs != nil {
 		l.obs.GateLimit(int(old), int(limit))
 	}
-	if limit > old && l.h.waiters.Load() > 0 {
+	if limit > old && l.waiters.Load() > 0 {
 		l.q.drain()
 	}
 }
@@ -402,7 +407,7 @@ func (l *Limiter) setLimit(limit int64) {
 func (l *Limiter) estimatedWait() time.Duration {
 	rtt := l.lastRTT.Load()
 	lim := max(int64(l.Limit()), 1)
-	q := l.h.waiters.Load()
+	q := l.waiters.Load()
 	if rtt == 0 {
 		return 0
 	}

@@ -89,7 +89,7 @@ func (q *queue) push(w *waiter) {
 	}
 	q.tail = w
 	q.n++
-	q.l.h.waiters.Add(1)
+	q.l.waiters.Add(1)
 }
 
 func (q *queue) remove(w *waiter, now int64) {
@@ -105,7 +105,7 @@ func (q *queue) remove(w *waiter, now int64) {
 	}
 	w.prev, w.next, w.queued = nil, nil, false
 	q.n--
-	q.l.h.waiters.Add(-1)
+	q.l.waiters.Add(-1)
 	if q.n == 0 {
 		q.lastEmpty = now
 	}
@@ -191,7 +191,7 @@ func (q *queue) abandon(w *waiter, err error, d metrics.GateDecision, name strin
 	if g.err != nil || err == ErrQueueTimeout {
 		return q.finish(w, g, name)
 	}
-	l.free(g.tok.part) // cancelled: give the slot back, to the next waiter
+	l.free(g.tok.part, l.win.of()) // cancelled: give the slot back, to the next waiter
 	l.observe(d, name, time.Duration(now-w.enq))
 	q.pool.Put(w)
 	return Token{}, err

@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // Sample summarises one sampling window of the gate. The gate builds it when
@@ -39,23 +40,48 @@ type Sample struct {
 	Queued int
 }
 
-// hot holds every word the request path touches, in one 64-byte cache
-// line: it is allocated on its own, and the allocator's 64-byte size class is
-// 64-byte aligned. Admission and release then move one line between cores,
-// not several.
-//
-// The window's accumulators are written concurrently by releases; the single
-// goroutine that finds the window due swaps them out. A sample that races
-// with the swap may be counted in the next window instead.
+// hot is the gate's admission word alone on a 64-byte cache line (allocated
+// on its own: the allocator's 64-byte size class is 64-byte aligned), so that
+// admission and release contend on nothing else.
 type hot struct {
-	state       atomic.Uint64 // limit<<32 | inFlight: admission swaps both at once
+	state atomic.Uint64 // limit<<32 | inFlight: admission swaps both at once
+	_     [56]byte
+}
+
+// nShards is the number of window accumulators. Releases spread over them so
+// that concurrent releases rarely write the same cache line.
+const (
+	shardBits = 4
+	nShards   = 1 << shardBits
+)
+
+// shard is one window accumulator, one cache line. Releases add to it
+// concurrently; the goroutine that closes the window swaps all shards out. A
+// sample that races with the swap may be counted in the next window instead.
+type shard struct {
 	acc         atomic.Uint64 // samples<<accSumBits | sum of their RTTs in ns
 	min         atomic.Int64  // fastest RTT in ns; math.MaxInt64 when none
 	max         atomic.Int64  // slowest RTT in ns
 	maxInFlight atomic.Int64  // most in flight at once
 	drops       atomic.Int64
-	waiters     atomic.Int64 // callers in the queue
-	due         atomic.Int64 // when the window may close, ns since epoch
+	_           [24]byte
+}
+
+type shards [nShards]shard
+
+// of picks the calling goroutine's shard: Fibonacci hashing of an address on
+// its stack, which is stable for the goroutine and differs between
+// goroutines, so a goroutine keeps writing the same line and concurrent
+// goroutines mostly write different ones.
+func (ss *shards) of() *shard {
+	var x byte
+	return &ss[uint64(uintptr(unsafe.Pointer(&x))>>10)*0x9E3779B97F4A7C15>>(64-shardBits)]
+}
+
+func (ss *shards) reset() {
+	for i := range ss {
+		ss[i].min.Store(math.MaxInt64)
+	}
 }
 
 // The sample count and the RTT sum share one word so that a sample costs one
@@ -74,8 +100,8 @@ const (
 )
 
 // add records one successful request's round-trip time and reports whether
-// the window is full and must close now.
-func (h *hot) add(rtt int64, hist *histogram) (full bool) {
+// the shard is full and the window must close now.
+func (h *shard) add(rtt int64, hist *histogram) (full bool) {
 	rtt = max(rtt, 0)
 	if rtt < h.min.Load() {
 		atomicMin(&h.min, rtt)
@@ -91,22 +117,63 @@ func (h *hot) add(rtt int64, hist *histogram) (full bool) {
 }
 
 // noteInFlight raises the window's maximum in-flight count to n.
-func (h *hot) noteInFlight(n int64) {
+func (h *shard) noteInFlight(n int64) {
 	if n > h.maxInFlight.Load() {
 		atomicMax(&h.maxInFlight, n)
 	}
 }
 
+// full reports whether any shard is close enough to overflow that the window
+// must close now.
+func (ss *shards) full() bool {
+	for i := range ss {
+		a := ss[i].acc.Load()
+		if a&accSumMask >= accSumFull || a>>accSumBits >= accCountFull {
+			return true
+		}
+	}
+	return false
+}
+
+// count returns the number of samples in the window so far.
+func (ss *shards) count() int64 {
+	var n int64
+	for i := range ss {
+		n += int64(ss[i].acc.Load() >> accSumBits)
+	}
+	return n
+}
+
+// drops returns the number of drops in the window so far.
+func (ss *shards) drops() int64 {
+	var n int64
+	for i := range ss {
+		n += ss[i].drops.Load()
+	}
+	return n
+}
+
 // take swaps the window's accumulators out and fills s with them. p is the
 // percentile (0 for the mean); inFlight seeds the next window's maximum.
-func (h *hot) take(s *Sample, hist *histogram, p float64, inFlight int64) {
-	a := h.acc.Swap(0)
-	minRTT := h.min.Swap(math.MaxInt64)
-	maxRTT := h.max.Swap(0)
-	n, sum := int64(a>>accSumBits), int64(a&accSumMask)
+func (ss *shards) take(s *Sample, hist *histogram, p float64, inFlight int64) {
+	var n, sum, maxIn int64
+	minRTT, maxRTT := int64(math.MaxInt64), int64(0)
+	for i := range ss {
+		h := &ss[i]
+		a := h.acc.Swap(0)
+		n += int64(a >> accSumBits)
+		sum += int64(a & accSumMask)
+		minRTT = min(minRTT, h.min.Swap(math.MaxInt64))
+		maxRTT = max(maxRTT, h.max.Swap(0))
+		s.Dropped += int(h.drops.Swap(0))
+		seed := int64(0)
+		if i == 0 {
+			seed = inFlight
+		}
+		maxIn = max(maxIn, h.maxInFlight.Swap(seed))
+	}
 	s.Count = int(n)
-	s.Dropped = int(h.drops.Swap(0))
-	s.MaxInFlight = int(h.maxInFlight.Swap(inFlight))
+	s.MaxInFlight = int(maxIn)
 	var pct int64
 	if hist != nil {
 		pct = hist.takePercentile(p)

@@ -56,9 +56,10 @@ func TestHistogramPercentileWithinResolution(t *testing.T) {
 	}
 }
 
-func TestHotTake(t *testing.T) {
-	var h hot
-	h.min.Store(math.MaxInt64)
+func TestShardsTake(t *testing.T) {
+	var ss shards
+	ss.reset()
+	h := &ss[3]
 	for _, ms := range []int64{4, 1, 7} {
 		if h.add(ms*int64(time.Millisecond), nil) {
 			t.Fatal("three samples filled the window")
@@ -66,23 +67,25 @@ func TestHotTake(t *testing.T) {
 	}
 	h.drops.Add(2)
 	h.noteInFlight(9)
+	ss[5].noteInFlight(4)
 	var s Sample
-	h.take(&s, nil, 0, 3)
+	ss.take(&s, nil, 0, 3)
 	want := Sample{Count: 3, Dropped: 2, MaxInFlight: 9, RTT: 4 * time.Millisecond,
 		MinRTT: time.Millisecond, AvgRTT: 4 * time.Millisecond, MaxRTT: 7 * time.Millisecond}
 	if s != want {
 		t.Fatalf("take = %+v\nwant %+v", s, want)
 	}
 	var s2 Sample
-	h.take(&s2, nil, 0, 0)
+	ss.take(&s2, nil, 0, 0)
 	if s2 != (Sample{MaxInFlight: 3}) {
 		t.Fatalf("second take = %+v, want empty with carried in-flight 3", s2)
 	}
 }
 
-func TestHotFillsLongBeforeOverflow(t *testing.T) {
-	var h hot
-	h.min.Store(math.MaxInt64)
+func TestShardFillsLongBeforeOverflow(t *testing.T) {
+	var ss shards
+	ss.reset()
+	h := &ss[0]
 	// Samples of an hour count as maxMeanRTT in the sum; the window reports
 	// full once the sum passes accSumFull, with room for 32 more such samples.
 	n := 0
@@ -95,12 +98,16 @@ func TestHotFillsLongBeforeOverflow(t *testing.T) {
 	for range 31 {
 		h.add(int64(time.Hour), nil)
 	}
+	if !ss.full() {
+		t.Fatal("shards not full")
+	}
 	var s Sample
-	h.take(&s, nil, 0, 0)
+	ss.take(&s, nil, 0, 0)
 	if s.Count != n+32 || s.AvgRTT != maxMeanRTT || s.MaxRTT != time.Hour {
 		t.Fatalf("after %d samples: %+v", n+32, s)
 	}
-	if unsafe.Sizeof(h) != 64 {
-		t.Fatalf("hot is %d bytes, want one 64-byte cache line", unsafe.Sizeof(h))
+	if unsafe.Sizeof(hot{}) != 64 || unsafe.Sizeof(shard{}) != 64 {
+		t.Fatalf("hot is %d bytes and shard %d, want one 64-byte cache line each",
+			unsafe.Sizeof(hot{}), unsafe.Sizeof(shard{}))
 	}
 }
