@@ -1,7 +1,6 @@
 // Command sluice is sluice's command line: `sluice sim` replays overload
-// scenarios against the real limiter code, `sluice demo` runs a protected
-// service. Neither is built yet; until they are, both say so and list what
-// the library already provides.
+// scenarios against the real limiter code in virtual time and prints how each
+// policy held up; `sluice demo` (not built yet) will run a protected service.
 package main
 
 import (
@@ -13,7 +12,7 @@ import (
 const usage = `usage: sluice <command>
 
 commands:
-  sim    replay overload scenarios against the real limiters (not built yet)
+  sim    replay overload scenarios against the real limiters (-h for flags)
   demo   run an HTTP + gRPC service protected by every guard (not built yet)
 `
 
@@ -24,8 +23,9 @@ const status = `built so far:
              partitions with guaranteed shares, Fixed and AIMD algorithms,
              observer hooks
   metrics    the observer interfaces
+  sim        discrete-event simulator (sluice sim), policies none/static/aimd
 not built yet: vegas, gradient, ratelimit, ratelimit/redisstore, shed,
-               interceptors, metrics/prom, metrics/gometrics, sim
+               interceptors, metrics/prom, metrics/gometrics, sim plots/report
 `
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -36,9 +36,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch args[0] {
-	case "sim", "demo":
-		fmt.Fprintf(stdout, "sluice %s: the %s is not built yet (see the open issues).\n\n%s",
-			args[0], map[string]string{"sim": "simulator", "demo": "demo service"}[args[0]], status)
+	case "sim":
+		return runSim(args[1:], stdout, stderr)
+	case "demo":
+		fmt.Fprintf(stdout, "sluice demo: the demo service is not built yet (see the open issues).\n\n%s", status)
 		return 0
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)

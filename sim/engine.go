@@ -1,0 +1,507 @@
+package sim
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/sluicehq/sluice/clock"
+)
+
+// epoch is the wall time the simulated clock starts at.
+var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+const never = math.MaxInt64
+
+type evKind uint8
+
+const (
+	evArrival  evKind = iota // next arrival of the open-loop process
+	evRetry                  // a retry attempt of req
+	evWaitDone               // req's dependency wait ends
+	evTimeout                // req's client deadline (if req.gen matches)
+	evBurst                  // the burst state flips
+)
+
+type event struct {
+	at   int64
+	seq  uint64
+	kind evKind
+	gen  uint32
+	req  *request
+}
+
+type evHeap []event
+
+func (h evHeap) Len() int { return len(h) }
+func (h evHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].seq < h[j].seq
+}
+func (h evHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *evHeap) Push(x any)   { *h = append(*h, x.(event)) }
+func (h *evHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+type reqState uint8
+
+const (
+	stCPU reqState = iota
+	stWait
+	stDone
+)
+
+type request struct {
+	prio     int
+	attempt  int   // 0 for the first
+	first    int64 // arrival of the first attempt
+	start    int64 // arrival of this attempt
+	work     float64
+	wait     int64
+	finishV  float64
+	hidx     int
+	state    reqState
+	gen      uint32
+	late     bool // the client gave up on it
+	isReject bool // a rejection's CPU cost, not a request
+	ticket   Ticket
+	counted  bool // this attempt arrived after warm-up
+}
+
+// cpuHeap holds the requests in their CPU phase, ordered by the virtual
+// service level at which they finish.
+type cpuHeap []*request
+
+func (h cpuHeap) Len() int           { return len(h) }
+func (h cpuHeap) Less(i, j int) bool { return h[i].finishV < h[j].finishV }
+func (h cpuHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].hidx = i
+	h[j].hidx = j
+}
+func (h *cpuHeap) Push(x any) {
+	r := x.(*request)
+	r.hidx = len(*h)
+	*h = append(*h, r)
+}
+func (h *cpuHeap) Pop() any {
+	old := *h
+	r := old[len(old)-1]
+	*h = old[:len(old)-1]
+	r.hidx = -1
+	return r
+}
+
+type engine struct {
+	sc     Scenario
+	end    int64
+	warm   int64
+	slo    int64
+	dl     int64
+	now    int64
+	seq    uint64
+	events evHeap
+	clk    *clock.Manual
+	clkAt  int64
+	pol    Policy
+
+	rArr, rSvc, rPrio, rRetry, rBurst *rand.Rand
+
+	// server
+	cpu        cpuHeap
+	v          float64 // work done per CPU-phase request so far (ns)
+	lastT      int64
+	inServer   int
+	svcFactor  float64
+	waitFactor [MaxPriorities]float64
+	changeIdx  int
+	capacity   float64 // nominal, requests per second
+	meanSvc    float64 // ns
+	cores      float64
+	kappa      float64
+
+	// arrivals
+	lamMax   float64 // per ns
+	inBurst  bool
+	cumShare []float64
+
+	// retries
+	budget float64
+
+	free []*request
+	m    metricsAcc
+}
+
+// Run simulates scenario sc under the policy built by spec, with the given
+// seed. The same inputs give the same Result, to the bit.
+func Run(sc Scenario, spec PolicySpec, seed uint64) (*Result, error) {
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	s := sc.withDefaults()
+	e := &engine{
+		sc:        s,
+		end:       int64(s.Duration),
+		warm:      int64(s.Warmup),
+		slo:       int64(s.SLO),
+		dl:        int64(s.Deadline),
+		clk:       clock.NewManual(epoch),
+		svcFactor: 1,
+		capacity:  s.Server.Capacity(),
+		meanSvc:   float64(s.Server.Service.MeanValue()),
+		cores:     float64(s.Server.Cores),
+		kappa:     s.Server.Contention,
+	}
+	for i := range e.waitFactor {
+		e.waitFactor[i] = 1
+	}
+	// One PCG stream per concern, so that changing one (say, retries) does
+	// not shift the random numbers of another (arrivals).
+	e.rArr = rand.New(rand.NewPCG(seed, 1))
+	e.rSvc = rand.New(rand.NewPCG(seed, 2))
+	e.rPrio = rand.New(rand.NewPCG(seed, 3))
+	e.rRetry = rand.New(rand.NewPCG(seed, 4))
+	e.rBurst = rand.New(rand.NewPCG(seed, 5))
+	env := Env{
+		Clock: e.clk, Cores: s.Server.Cores, MeanService: s.Server.Service.MeanValue(),
+		MeanWait: s.Server.Wait.MeanValue(), Capacity: e.capacity, SLO: s.SLO,
+	}
+	pol, err := spec.New(env)
+	if err != nil {
+		return nil, fmt.Errorf("sim: policy %s: %w", spec.Name, err)
+	}
+	e.pol = pol
+	maxLoad := 0.0
+	for _, p := range s.Load {
+		maxLoad = max(maxLoad, p.Load)
+	}
+	if s.Bursts != nil {
+		maxLoad = max(maxLoad, s.Bursts.Load)
+		e.schedule(int64(e.rBurst.ExpFloat64()*float64(s.Bursts.Period-s.Bursts.Length)), evBurst, nil)
+	}
+	e.lamMax = maxLoad * e.capacity / 1e9
+	acc := 0.0
+	for _, c := range s.Classes {
+		acc += c.Share
+		e.cumShare = append(e.cumShare, acc)
+	}
+	e.m.init(&s, e.capacity)
+	if e.lamMax > 0 {
+		e.schedule(e.nextArrival(0), evArrival, nil)
+	}
+	e.loop()
+	return e.m.result(&s, spec.Name, seed, e.capacity), nil
+}
+
+func (e *engine) schedule(at int64, k evKind, r *request) {
+	e.seq++
+	var gen uint32
+	if r != nil {
+		gen = r.gen
+	}
+	heap.Push(&e.events, event{at: at, seq: e.seq, kind: k, req: r, gen: gen})
+}
+
+// rate is the whole server's speed, in cores' worth of work, with n
+// requests in their CPU phase: n up to c, then c/(1+κ(n−c)).
+func (e *engine) rate(n int) float64 {
+	if float64(n) <= e.cores {
+		return float64(n)
+	}
+	return e.cores / (1 + e.kappa*(float64(n)-e.cores))
+}
+
+// perJob is the speed each CPU-phase request gets: rate(n)/n.
+func (e *engine) perJob() float64 {
+	n := len(e.cpu)
+	if n == 0 {
+		return 0
+	}
+	return e.rate(n) / float64(n)
+}
+
+// advance moves simulated time to t, crediting every CPU-phase request with
+// the work done meanwhile and closing time-series buckets on the way.
+func (e *engine) advance(t int64) {
+	if t > e.lastT {
+		e.v += float64(t-e.lastT) * e.perJob()
+		e.m.busy += float64(t-e.lastT) * e.rate(len(e.cpu))
+		e.lastT = t
+	}
+	e.now = t
+	for t >= e.m.bucketEnd {
+		e.m.roll(e.pol.Limit(), e.inServer)
+	}
+	for e.changeIdx < len(e.sc.Server.Changes) && int64(e.sc.Server.Changes[e.changeIdx].At) <= t {
+		c := e.sc.Server.Changes[e.changeIdx]
+		e.svcFactor = c.ServiceFactor
+		wf := c.WaitFactor
+		if wf == 0 {
+			wf = 1
+		}
+		for p := range e.waitFactor {
+			if len(c.WaitPriorities) == 0 || slices.Contains(c.WaitPriorities, p) {
+				e.waitFactor[p] = wf
+			}
+		}
+		e.changeIdx++
+	}
+}
+
+func (e *engine) nextCPU() int64 {
+	if len(e.cpu) == 0 {
+		return never
+	}
+	d := (e.cpu[0].finishV - e.v) / e.perJob()
+	return e.now + max(int64(math.Ceil(d)), 0)
+}
+
+func (e *engine) loop() {
+	for {
+		tEv := int64(never)
+		if len(e.events) > 0 {
+			tEv = e.events[0].at
+		}
+		tCPU := e.nextCPU()
+		if min(tEv, tCPU) >= e.end {
+			e.advance(e.end)
+			return
+		}
+		if tCPU <= tEv {
+			e.advance(tCPU)
+			r := heap.Pop(&e.cpu).(*request)
+			e.cpuDone(r)
+			continue
+		}
+		ev := heap.Pop(&e.events).(event)
+		e.advance(ev.at)
+		switch ev.kind {
+		case evArrival:
+			e.arrival()
+		case evRetry:
+			e.attempt(ev.req)
+		case evWaitDone:
+			if ev.req.gen == ev.gen && ev.req.state == stWait {
+				e.finish(ev.req)
+			}
+		case evTimeout:
+			if ev.req.gen == ev.gen && ev.req.state != stDone {
+				e.timeout(ev.req)
+			}
+		case evBurst:
+			e.inBurst = !e.inBurst
+			b := e.sc.Bursts
+			mean := b.Length
+			if !e.inBurst {
+				mean = b.Period - b.Length
+			}
+			e.schedule(e.now+int64(e.rBurst.ExpFloat64()*float64(mean)), evBurst, nil)
+		}
+	}
+}
+
+// load returns the offered load (multiple of capacity) at time t.
+func (e *engine) load(t int64) float64 {
+	if e.inBurst {
+		return e.sc.Bursts.Load
+	}
+	ph := e.sc.Load
+	i := len(ph) - 1
+	for i > 0 && int64(ph[i].At) > t {
+		i--
+	}
+	if i+1 < len(ph) && ph[i+1].Ramp {
+		a, b := ph[i], ph[i+1]
+		f := float64(t-int64(a.At)) / float64(b.At-a.At)
+		return a.Load + f*(b.Load-a.Load)
+	}
+	return ph[i].Load
+}
+
+// nextArrival draws the next arrival after t of the non-homogeneous Poisson
+// process with rate load(t)·C, by thinning a process of rate lamMax.
+func (e *engine) nextArrival(t int64) int64 {
+	for {
+		t += int64(e.rArr.ExpFloat64()/e.lamMax) + 1
+		if t >= e.end {
+			return t
+		}
+		if e.rArr.Float64()*e.lamMax*1e9 < e.load(t)*e.capacity {
+			return t
+		}
+	}
+}
+
+func (e *engine) newRequest() *request {
+	var r *request
+	if n := len(e.free); n > 0 {
+		r = e.free[n-1]
+		e.free = e.free[:n-1]
+		gen := r.gen + 1
+		*r = request{gen: gen}
+	} else {
+		r = new(request)
+	}
+	r.hidx = -1
+	return r
+}
+
+func (e *engine) recycle(r *request) {
+	r.state = stDone
+	r.gen++
+	e.free = append(e.free, r)
+}
+
+func (e *engine) setClock() {
+	if e.now != e.clkAt {
+		e.clk.Set(epoch.Add(time.Duration(e.now)))
+		e.clkAt = e.now
+	}
+}
+
+func (e *engine) arrival() {
+	r := e.newRequest()
+	u := e.rPrio.Float64()
+	ci := 0
+	for ci < len(e.cumShare)-1 && u >= e.cumShare[ci] {
+		ci++
+	}
+	r.prio = e.sc.Classes[ci].Priority
+	r.first = e.now
+	e.budget = min(e.budget+e.sc.Retry.Budget, 100)
+	if e.now >= e.warm {
+		e.m.requests[r.prio]++
+	}
+	e.attempt(r)
+	e.schedule(e.nextArrival(e.now), evArrival, nil)
+}
+
+// attempt is one try of a request reaching the server.
+func (e *engine) attempt(r *request) {
+	r.start = e.now
+	r.counted = e.now >= e.warm
+	e.m.attempt(r)
+	e.setClock()
+	t, ok := e.pol.Admit(r.prio)
+	if !ok {
+		e.m.reject(r)
+		if e.sc.Server.RejectCost > 0 {
+			j := e.newRequest()
+			j.isReject = true
+			j.work = e.sc.Server.RejectCost * e.meanSvc
+			e.startCPU(j)
+		}
+		e.retryOrFail(r)
+		return
+	}
+	r.ticket = t
+	if max := e.sc.Server.MaxInFlight; max > 0 && e.inServer >= max {
+		e.m.capHit(r)
+		e.pol.Done(t, Dropped)
+		e.retryOrFail(r)
+		return
+	}
+	e.inServer++
+	r.work = float64(e.sc.Server.Service.sample(e.rSvc, e.svcFactor))
+	if !e.sc.Server.Wait.IsZero() {
+		r.wait = e.sc.Server.Wait.sample(e.rSvc, e.waitFactor[r.prio])
+	}
+	e.startCPU(r)
+	if e.sc.Retry.Attempts > 1 || e.sc.Server.HonourDeadlines {
+		e.schedule(r.start+e.dl, evTimeout, r)
+	}
+}
+
+func (e *engine) startCPU(r *request) {
+	r.state = stCPU
+	r.finishV = e.v + r.work
+	heap.Push(&e.cpu, r)
+}
+
+func (e *engine) cpuDone(r *request) {
+	e.m.work(r, r.work)
+	if r.isReject {
+		e.recycle(r)
+		return
+	}
+	if r.wait > 0 {
+		r.state = stWait
+		e.schedule(e.now+r.wait, evWaitDone, r)
+		return
+	}
+	e.finish(r)
+}
+
+// finish ends an admitted request that ran to completion.
+func (e *engine) finish(r *request) {
+	e.inServer--
+	lat := e.now - r.start
+	ontime := !r.late && lat <= e.dl
+	e.m.complete(r, lat, ontime, lat <= e.slo && ontime)
+	e.setClock()
+	if ontime {
+		e.pol.Done(r.ticket, Success)
+	} else {
+		e.pol.Done(r.ticket, Dropped)
+	}
+	if r.late {
+		e.recycle(r) // the client already gave up and moved on
+		return
+	}
+	if !ontime {
+		e.retryOrFail(r)
+	}
+	e.recycle(r)
+}
+
+// timeout is the client giving up on an attempt at its deadline.
+func (e *engine) timeout(r *request) {
+	r.late = true
+	if e.sc.Server.HonourDeadlines {
+		if r.state == stCPU {
+			done := r.work - (r.finishV - e.v)
+			heap.Remove(&e.cpu, r.hidx)
+			e.m.work(r, done)
+			e.m.wasted += done
+		}
+		e.inServer--
+		e.m.aborted(r)
+		e.setClock()
+		e.pol.Done(r.ticket, Dropped)
+		e.retryOrFail(r)
+		e.recycle(r)
+		return
+	}
+	// The server keeps working on it; the client retries with a copy.
+	e.retryOrFail(r)
+}
+
+// retryOrFail schedules the next attempt of r's request, if the retry
+// policy allows, or records the request as failed.
+func (e *engine) retryOrFail(r *request) {
+	rt := e.sc.Retry
+	if r.attempt+1 >= rt.Attempts || (rt.Budget > 0 && e.budget < 1) {
+		e.m.fail(r)
+		return
+	}
+	if rt.Budget > 0 {
+		e.budget--
+	}
+	n := e.newRequest()
+	n.prio, n.first, n.attempt = r.prio, r.first, r.attempt+1
+	// Capped exponential backoff with full jitter.
+	ceil := float64(rt.Backoff) * math.Pow(2, float64(r.attempt))
+	if rt.MaxBackoff > 0 {
+		ceil = min(ceil, float64(rt.MaxBackoff))
+	}
+	e.schedule(e.now+1+int64(e.rRetry.Float64()*ceil), evRetry, n)
+}

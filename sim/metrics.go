@@ -1,0 +1,421 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Point is one interval of a run's time series.
+type Point struct {
+	T         time.Duration `json:"t"`         // end of the interval
+	Offered   float64       `json:"offered"`   // attempts per second
+	Goodput   float64       `json:"goodput"`   // completions within SLO per second
+	Rejected  float64       `json:"rejected"`  // policy rejections per second
+	P99       time.Duration `json:"p99"`       // of completions in the interval
+	Limit     int           `json:"limit"`     // at the end (-1: unbounded)
+	InFlight  int           `json:"in_flight"` // at the end
+	Completed float64       `json:"completed"` // completions per second
+}
+
+// PriorityResult summarises one priority's requests (after warm-up).
+type PriorityResult struct {
+	Priority     int     `json:"priority"`
+	Offered      float64 `json:"offered"`       // requests (first attempts) per second
+	SuccessRatio float64 `json:"success_ratio"` // requests that eventually succeeded in time
+	RejectRatio  float64 `json:"reject_ratio"`  // attempts the policy rejected
+}
+
+// TargetResult is one target's verdict.
+type TargetResult struct {
+	Target string  `json:"target"`
+	Value  float64 `json:"value"`
+	Pass   bool    `json:"pass"`
+}
+
+// Result is what one run of a scenario under a policy measured. Summary
+// figures exclude the warm-up.
+type Result struct {
+	Scenario        string           `json:"scenario"`
+	Policy          string           `json:"policy"`
+	Seed            uint64           `json:"seed"`
+	CapacityRPS     float64          `json:"capacity_rps"`
+	OfferedRPS      float64          `json:"offered_rps"`
+	GoodputRPS      float64          `json:"goodput_rps"`
+	GoodputRatio    float64          `json:"goodput_ratio"`       // goodput / capacity
+	ServedRatio     float64          `json:"served_ratio"`        // goodput / min(offered, capacity)
+	ThroughputRatio float64          `json:"throughput_ratio"`    // completions before the deadline / requests offered
+	MeanMs          float64          `json:"mean_ms"`             // admitted requests
+	P50ms           float64          `json:"p50_ms"`              // admitted requests
+	P99ms           float64          `json:"p99_ms"`              // admitted requests
+	P999ms          float64          `json:"p999_ms"`             // admitted requests
+	SLOms           float64          `json:"slo_ms"`              // latency objective
+	RejectRatio     float64          `json:"reject_ratio"`        // policy rejections / attempts
+	LateRejectRatio float64          `json:"late_reject_ratio"`   // rejections / attempts from Scenario.Recover on
+	CapHits         int64            `json:"cap_hits"`            // attempts failed by the in-flight cap
+	SettleIntervals int              `json:"settle_intervals"`    // after Scenario.Change; -1: never settled
+	PeakP99ms       float64          `json:"peak_p99_ms"`         // worst interval p99 after Scenario.Change
+	PhaseGoodput    float64          `json:"phase_goodput_ratio"` // goodput / capacity in the phase after Scenario.Change
+	LimitCoV        float64          `json:"limit_cov"`           // coefficient of variation of the limit on the plateau
+	WastedRatio     float64          `json:"wasted_ratio"`        // CPU work that produced no on-time success
+	RetryAmp        float64          `json:"retry_amplification"`
+	Jain            float64          `json:"jain"` // fairness of success ratios across priorities
+	PerPriority     []PriorityResult `json:"per_priority"`
+	Targets         []TargetResult   `json:"targets,omitempty"`
+	Pass            bool             `json:"pass"`
+	Series          []Point          `json:"-"`
+	Requests        int64            `json:"requests"` // simulated attempts in all
+}
+
+type metricsAcc struct {
+	interval  int64
+	bucketEnd int64
+	warm      int64
+	cur       Point
+	curLat    []int64
+	series    []Point
+
+	lat       []int64 // admitted completions after warm-up
+	attempts  int64   // after warm-up
+	firsts    int64
+	allAtt    int64
+	rejects   int64
+	capHits   int64
+	good      int64
+	ontime    int64
+	requests  [MaxPriorities]int64
+	success   [MaxPriorities]int64
+	pAttempts [MaxPriorities]int64
+	pRejects  [MaxPriorities]int64
+	busy      float64 // core-ns of work done
+	useful    float64
+	total     float64
+	wasted    float64
+	recoverAt int64
+	lateAtt   int64
+	lateRej   int64
+}
+
+func (m *metricsAcc) init(s *Scenario, capacity float64) {
+	m.interval = int64(s.Interval)
+	m.bucketEnd = m.interval
+	m.warm = int64(s.Warmup)
+	m.recoverAt = never
+	if s.Recover > 0 {
+		m.recoverAt = int64(s.Recover)
+	}
+}
+
+func (m *metricsAcc) roll(limit, inFlight int) {
+	sec := float64(m.interval) / 1e9
+	p := m.cur
+	p.T = time.Duration(m.bucketEnd)
+	p.Offered /= sec
+	p.Goodput /= sec
+	p.Rejected /= sec
+	p.Completed /= sec
+	p.Limit, p.InFlight = limit, inFlight
+	if len(m.curLat) > 0 {
+		slices.Sort(m.curLat)
+		p.P99 = time.Duration(quantile(m.curLat, 0.99))
+	}
+	m.series = append(m.series, p)
+	m.cur = Point{}
+	m.curLat = m.curLat[:0]
+	m.bucketEnd += m.interval
+}
+
+func (m *metricsAcc) attempt(r *request) {
+	m.allAtt++
+	m.cur.Offered++
+	if r.counted {
+		m.attempts++
+		m.pAttempts[r.prio]++
+		if r.attempt == 0 {
+			m.firsts++
+		}
+	}
+	if r.start >= m.recoverAt {
+		m.lateAtt++
+	}
+}
+
+func (m *metricsAcc) reject(r *request) {
+	m.cur.Rejected++
+	if r.counted {
+		m.rejects++
+		m.pRejects[r.prio]++
+	}
+	if r.start >= m.recoverAt {
+		m.lateRej++
+	}
+}
+
+func (m *metricsAcc) capHit(r *request) {
+	if r.counted {
+		m.capHits++
+	}
+}
+
+func (m *metricsAcc) aborted(*request) {}
+
+func (m *metricsAcc) work(r *request, w float64) {
+	m.total += w
+	if r.isReject {
+		m.wasted += w
+	}
+}
+
+func (m *metricsAcc) complete(r *request, lat int64, ontime, good bool) {
+	m.cur.Completed++
+	m.curLat = append(m.curLat, lat)
+	if good {
+		m.cur.Goodput++
+	}
+	if ontime {
+		m.useful += r.work
+		if r.counted {
+			m.ontime++
+		}
+	} else {
+		m.wasted += r.work
+	}
+	if !r.counted {
+		return
+	}
+	m.lat = append(m.lat, lat)
+	if good {
+		m.good++
+	}
+	if ontime && r.first >= m.warm {
+		m.success[r.prio]++
+	}
+}
+
+func (m *metricsAcc) fail(*request) {}
+
+// quantile returns the q-quantile of sorted xs (nearest rank).
+func quantile(xs []int64, q float64) int64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(xs)))) - 1
+	return xs[min(max(i, 0), len(xs)-1)]
+}
+
+func (m *metricsAcc) result(s *Scenario, policy string, seed uint64, capacity float64) *Result {
+	secs := (s.Duration - s.Warmup).Seconds()
+	slices.Sort(m.lat)
+	ms := func(ns int64) float64 { return float64(ns) / 1e6 }
+	r := &Result{
+		Scenario: s.Name, Policy: policy, Seed: seed,
+		CapacityRPS:     capacity,
+		OfferedRPS:      float64(m.firsts) / secs,
+		GoodputRPS:      float64(m.good) / secs,
+		P50ms:           ms(quantile(m.lat, 0.5)),
+		P99ms:           ms(quantile(m.lat, 0.99)),
+		P999ms:          ms(quantile(m.lat, 0.999)),
+		SLOms:           ms(int64(s.SLO)),
+		CapHits:         m.capHits,
+		Series:          m.series,
+		Requests:        m.allAtt,
+		SettleIntervals: -1,
+	}
+	r.GoodputRatio = r.GoodputRPS / capacity
+	if len(m.lat) > 0 {
+		var sum float64
+		for _, l := range m.lat {
+			sum += float64(l)
+		}
+		r.MeanMs = sum / float64(len(m.lat)) / 1e6
+	}
+	r.ServedRatio = r.GoodputRPS / max(min(r.OfferedRPS, capacity), 1e-9)
+	if m.firsts > 0 {
+		r.ThroughputRatio = float64(m.ontime) / float64(m.firsts)
+	}
+	if m.attempts > 0 {
+		r.RejectRatio = float64(m.rejects) / float64(m.attempts)
+	}
+	if m.lateAtt > 0 {
+		r.LateRejectRatio = float64(m.lateRej) / float64(m.lateAtt)
+	}
+	if m.firsts > 0 {
+		r.RetryAmp = float64(m.attempts) / float64(m.firsts)
+	}
+	if m.total > 0 {
+		r.WastedRatio = m.wasted / m.total
+	}
+	var ratios []float64
+	for p := range MaxPriorities {
+		if m.requests[p] == 0 {
+			continue
+		}
+		pr := PriorityResult{
+			Priority:     p,
+			Offered:      float64(m.requests[p]) / secs,
+			SuccessRatio: min(float64(m.success[p])/float64(m.requests[p]), 1),
+		}
+		if m.pAttempts[p] > 0 {
+			pr.RejectRatio = float64(m.pRejects[p]) / float64(m.pAttempts[p])
+		}
+		r.PerPriority = append(r.PerPriority, pr)
+		ratios = append(ratios, pr.SuccessRatio)
+	}
+	r.Jain = jain(ratios)
+	m.settle(s, r)
+	r.Pass = true
+	for _, t := range s.Targets {
+		v, ok := r.metric(t.Metric)
+		pass := ok && (t.Min == nil || v >= *t.Min) && (t.Max == nil || v <= *t.Max)
+		r.Targets = append(r.Targets, TargetResult{Target: t.String(), Value: v, Pass: pass})
+		r.Pass = r.Pass && pass
+	}
+	return r
+}
+
+// jain returns Jain's fairness index (Σx)²/(n·Σx²) of xs: 1 when all are
+// equal, 1/n when one gets everything.
+func jain(xs []float64) float64 {
+	var s, s2 float64
+	for _, x := range xs {
+		s += x
+		s2 += x * x
+	}
+	if s2 == 0 {
+		return 1
+	}
+	return s * s / (float64(len(xs)) * s2)
+}
+
+// settle measures, for the phase that starts at s.Change (until the next
+// load change or the end): the settling time in intervals — the first
+// interval from which on the trailing second always has p99 ≤ SLO and mean
+// goodput within ±5% of the phase's steady state (its last half's mean) —,
+// the worst interval p99, the phase's goodput, and the coefficient of
+// variation of the limit over its last half.
+func (m *metricsAcc) settle(s *Scenario, r *Result) {
+	if s.Change == 0 {
+		return
+	}
+	from := int(s.Change / s.Interval)
+	to := len(m.series)
+	for _, p := range s.Load {
+		if p.At > s.Change {
+			to = min(to, int(p.At/s.Interval))
+			break
+		}
+	}
+	if from >= to {
+		return
+	}
+	ph := m.series[from:to]
+	half := ph[len(ph)/2:]
+	var steady float64
+	var lims []float64
+	for _, p := range half {
+		steady += p.Goodput
+		lims = append(lims, float64(p.Limit))
+	}
+	steady /= float64(len(half))
+	// Judge each moment by the trailing second (smoothing of Poisson noise
+	// in 100 ms buckets): its mean goodput and its worst bucket p99.
+	w := max(1, int(time.Second/s.Interval))
+	ok := func(i int) bool {
+		lo := max(0, i-w+1)
+		var g float64
+		var p99 time.Duration
+		for _, p := range ph[lo : i+1] {
+			g += p.Goodput
+			p99 = max(p99, p.P99)
+		}
+		g /= float64(i + 1 - lo)
+		return p99 <= s.SLO && math.Abs(g-steady) <= 0.05*steady
+	}
+	settled := len(ph)
+	for i := len(ph) - 1; i >= 0 && ok(i); i-- {
+		settled = i
+	}
+	if settled < len(ph) {
+		r.SettleIntervals = settled
+	}
+	for _, p := range ph {
+		r.PeakP99ms = max(r.PeakP99ms, float64(p.P99)/1e6)
+	}
+	r.LimitCoV = cov(lims)
+	var g float64
+	for _, p := range ph {
+		g += p.Goodput
+	}
+	r.PhaseGoodput = g / float64(len(ph)) / r.CapacityRPS
+}
+
+func cov(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	mean := s / float64(len(xs))
+	if mean <= 0 {
+		return 0
+	}
+	var v float64
+	for _, x := range xs {
+		v += (x - mean) * (x - mean)
+	}
+	return math.Sqrt(v/float64(len(xs))) / mean
+}
+
+// metric returns the named summary figure (a JSON field name of Result), or
+// for "p<k>_success" the success ratio of priority k.
+func (r *Result) metric(name string) (float64, bool) {
+	switch name {
+	case "goodput_ratio":
+		return r.GoodputRatio, true
+	case "throughput_ratio":
+		return r.ThroughputRatio, true
+	case "served_ratio":
+		return r.ServedRatio, true
+	case "phase_goodput_ratio":
+		return r.PhaseGoodput, true
+	case "p50_ms":
+		return r.P50ms, true
+	case "p99_ms":
+		return r.P99ms, true
+	case "p99_over_slo":
+		return r.P99ms / r.SLOms, true
+	case "peak_p99_over_slo":
+		return r.PeakP99ms / r.SLOms, true
+	case "reject_ratio":
+		return r.RejectRatio, true
+	case "late_reject_ratio":
+		return r.LateRejectRatio, true
+	case "cap_hits":
+		return float64(r.CapHits), true
+	case "settle_intervals":
+		if r.SettleIntervals < 0 {
+			return math.Inf(1), true
+		}
+		return float64(r.SettleIntervals), true
+	case "limit_cov":
+		return r.LimitCoV, true
+	case "wasted_ratio":
+		return r.WastedRatio, true
+	case "retry_amplification":
+		return r.RetryAmp, true
+	case "jain":
+		return r.Jain, true
+	}
+	var k int
+	if n, _ := fmt.Sscanf(name, "p%d_success", &k); n == 1 {
+		for _, p := range r.PerPriority {
+			if p.Priority == k {
+				return p.SuccessRatio, true
+			}
+		}
+	}
+	return math.NaN(), false
+}

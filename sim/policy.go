@@ -1,0 +1,147 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/clock"
+)
+
+// Outcome is how an admitted request ended, as the policy is told.
+type Outcome uint8
+
+// The outcomes a policy sees.
+const (
+	// Success: the request completed before its client gave up.
+	Success Outcome = iota
+	// Dropped: the request failed because of overload (it finished after its
+	// deadline, was aborted at its deadline, or hit the server's in-flight cap).
+	Dropped
+)
+
+// Ticket is what a policy hands out with an admission and gets back when the
+// request ends. Policies built on sluice's gate use Token; others may use Ref.
+type Ticket struct {
+	Token adaptive.Token
+	Ref   any
+}
+
+// Policy decides which requests the simulated server admits. The simulator
+// calls it from one goroutine, with the Env's clock set to the simulated time
+// of each call.
+type Policy interface {
+	// Admit decides on a request of the given priority (0 is the most
+	// important) arriving now.
+	Admit(priority int) (Ticket, bool)
+	// Done reports the end of an admitted request.
+	Done(t Ticket, o Outcome)
+	// Limit returns the current concurrency limit, or -1 when unbounded.
+	Limit() int
+}
+
+// Env is what a policy is built with: the simulated clock and the server's
+// nominal figures, from which a static policy may be tuned.
+type Env struct {
+	// Clock reads simulated time.
+	Clock clock.Clock
+	// Cores is the server's core count.
+	Cores int
+	// MeanService is the nominal mean CPU time per request.
+	MeanService time.Duration
+	// MeanWait is the nominal mean dependency wait per request.
+	MeanWait time.Duration
+	// Capacity is the nominal throughput in requests per second.
+	Capacity float64
+	// SLO is the latency objective.
+	SLO time.Duration
+}
+
+// TunedLimit is the static limit L* tuned for nominal conditions: enough
+// slots to keep every core busy through the dependency wait, three times
+// over so that Poisson arrivals at ρ = 0.95 are almost never refused,
+// 3·c·(S+W)/S.
+func (e Env) TunedLimit() int {
+	s := float64(e.MeanService)
+	return max(1, int(float64(e.Cores)*(s+float64(e.MeanWait))/s*3+0.5))
+}
+
+// PolicySpec names a policy and builds a fresh one per run.
+type PolicySpec struct {
+	Name string
+	// Description says in a few words what the policy is.
+	Description string
+	New         func(env Env) (Policy, error)
+}
+
+// BuiltinPolicies returns the policies sluice sim runs by default: none
+// (unbounded), static (L* tuned for nominal load), and aimd.
+func BuiltinPolicies() []PolicySpec {
+	return []PolicySpec{
+		{Name: "none", Description: "no limit: admit everything", New: func(Env) (Policy, error) { return unbounded{}, nil }},
+		{Name: "static", Description: "fixed limit tuned for nominal load", New: func(e Env) (Policy, error) {
+			return NewGatePolicy(adaptive.Fixed(e.TunedLimit()), adaptive.WithClock(e.Clock))
+		}},
+		{Name: "aimd", Description: "sluice adaptive gate with AIMD", New: func(e Env) (Policy, error) {
+			return NewGatePolicy(adaptive.NewAIMD(adaptive.AIMDInitial(e.Cores), adaptive.AIMDTimeout(e.SLO/4)),
+				adaptive.WithClock(e.Clock), adaptive.WithMaxLimit(10000))
+		}},
+	}
+}
+
+// FindPolicies returns the named policies from specs, in the order named.
+func FindPolicies(specs []PolicySpec, names []string) ([]PolicySpec, error) {
+	var out []PolicySpec
+	for _, n := range names {
+		found := false
+		for _, s := range specs {
+			if s.Name == n {
+				out = append(out, s)
+				found = true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("sim: unknown policy %q", n)
+		}
+	}
+	return out, nil
+}
+
+type unbounded struct{}
+
+func (unbounded) Admit(int) (Ticket, bool) { return Ticket{}, true }
+func (unbounded) Done(Ticket, Outcome)     {}
+func (unbounded) Limit() int               { return -1 }
+
+// GatePolicy runs a real sluice adaptive gate as a simulation policy. Build
+// it with the Env's clock (adaptive.WithClock(env.Clock)).
+type GatePolicy struct {
+	Gate *adaptive.Limiter
+}
+
+// NewGatePolicy builds a gate with adaptive.New and wraps it.
+func NewGatePolicy(alg adaptive.Algorithm, opts ...adaptive.Option) (*GatePolicy, error) {
+	g, err := adaptive.New(alg, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &GatePolicy{Gate: g}, nil
+}
+
+// Admit tries the gate without waiting.
+func (p *GatePolicy) Admit(int) (Ticket, bool) {
+	tok, ok := p.Gate.TryAcquire()
+	return Ticket{Token: tok}, ok
+}
+
+// Done releases the token: Success as a sample, Dropped as a drop.
+func (p *GatePolicy) Done(t Ticket, o Outcome) {
+	if o == Success {
+		t.Token.Success()
+	} else {
+		t.Token.Dropped()
+	}
+}
+
+// Limit returns the gate's limit.
+func (p *GatePolicy) Limit() int { return p.Gate.Limit() }
