@@ -70,8 +70,8 @@ func NewAIMD(opts ...AIMDOption) *AIMD {
 	if a.initial < 1 {
 		errs = append(errs, fmt.Errorf("sluice/adaptive: AIMD initial limit %d: must be at least 1", a.initial))
 	}
-	if a.increase < 1 {
-		errs = append(errs, fmt.Errorf("sluice/adaptive: AIMD increase %d: must be at least 1", a.increase))
+	if a.increase < 1 || a.increase > maxLimitCap {
+		errs = append(errs, fmt.Errorf("sluice/adaptive: AIMD increase %d: must be in [1, 2^31-1]", a.increase))
 	}
 	if !(a.backoff >= 0.5 && a.backoff < 1) {
 		errs = append(errs, fmt.Errorf("sluice/adaptive: AIMD backoff %v: must be in [0.5, 1)", a.backoff))
@@ -84,7 +84,12 @@ func NewAIMD(opts ...AIMDOption) *AIMD {
 }
 
 // Validate reports the invalid options NewAIMD was given, if any.
-func (a *AIMD) Validate() error { return a.err }
+func (a *AIMD) Validate() error {
+	if a == nil {
+		return errors.New("sluice/adaptive: nil *AIMD: build it with NewAIMD")
+	}
+	return a.err
+}
 
 // InitialLimit returns the configured starting limit.
 func (a *AIMD) InitialLimit() int { return a.initial }
@@ -95,7 +100,7 @@ func (a *AIMD) Update(s Sample) int {
 	case s.Dropped > 0 || s.RTT > a.timeout:
 		return int(math.Floor(float64(s.Limit) * a.backoff))
 	case 2*s.MaxInFlight >= s.Limit:
-		return s.Limit + a.increase
+		return min(s.Limit+a.increase, maxLimitCap) // both ≤ MaxInt32: no overflow
 	default:
 		return s.Limit
 	}

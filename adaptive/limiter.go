@@ -60,25 +60,26 @@ var (
 //
 // A Limiter is safe for concurrent use.
 type Limiter struct {
-	h       *hot         // the admission word, alone on its cache line
-	win     *shards      // the window's accumulators
-	hist    *histogram   // nil unless WithPercentile
-	waiters atomic.Int64 // callers in the queue; read on every request, rarely written
-	due     atomic.Int64 // when the window may close, ns since epoch; written once per window
-	since   clock.Elapsed
-	clk     clock.Clock
-	sys     bool // clk is the system clock: queue timeouts may use timers
-	epoch   time.Time
-	alg     Algorithm
-	obs     metrics.GateObserver
-	q       *queue
-	parts   *partitions
-	minLim  int64
-	maxLim  int64
-	minWin  int64
-	maxWin  int64
-	minSamp int64
-	pct     float64
+	h        *hot         // the admission word, alone on its cache line
+	win      *shards      // the window's accumulators
+	hist     *histogram   // nil unless WithPercentile
+	waiters  atomic.Int64 // callers in the queue; read on every request, rarely written
+	due      atomic.Int64 // when the window may close, ns since epoch; written once per window
+	since    clock.Elapsed
+	clk      clock.Clock
+	sys      bool // clk is a real clock: queue bounds also arm timers
+	sysClock bool // clk is clock.System(): read time.Since directly
+	epoch    time.Time
+	alg      Algorithm
+	obs      metrics.GateObserver
+	q        *queue
+	parts    *partitions
+	minLim   int64
+	maxLim   int64
+	minWin   int64
+	maxWin   int64
+	minSamp  int64
+	pct      float64
 
 	flushing     atomic.Bool
 	winStart     atomic.Int64 // ns since epoch
@@ -86,7 +87,21 @@ type Limiter struct {
 	overreleases atomic.Int64
 }
 
-const inFlightMask = 1<<32 - 1
+// The admission word holds in-flight in its high half and the limit in its
+// low half. A release subtracts oneInFlight; releasing more than was
+// acquired makes the word negative (in-flight never exceeds MaxInt32), which
+// is detected and undone without ever touching the limit.
+const (
+	limitMask   = 1<<32 - 1
+	oneInFlight = 1 << 32
+	// minusOneInFlight is −oneInFlight in two's complement.
+	minusOneInFlight = 1<<64 - oneInFlight
+)
+
+// unpack splits the admission word into limit and in-flight.
+func unpack(s uint64) (limit, inFlight int64) {
+	return int64(s & limitMask), int64(s) >> 32
+}
 
 // New returns a gate whose limit is driven by alg, starting at
 // alg.InitialLimit(). It returns an error naming every invalid option,
@@ -111,16 +126,17 @@ func New(alg Algorithm, opts ...Option) (*Limiter, error) {
 		return nil, err
 	}
 	l := &Limiter{
-		clk:     cfg.clock,
-		sys:     cfg.clock == clock.System(),
-		alg:     alg,
-		obs:     cfg.observer,
-		minLim:  int64(cfg.minLimit),
-		maxLim:  int64(cfg.maxLimit),
-		minWin:  int64(cfg.minWindow),
-		maxWin:  int64(cfg.maxWindow),
-		minSamp: int64(cfg.minSamples),
-		pct:     cfg.percentile,
+		clk:      cfg.clock,
+		sys:      !isManual(cfg.clock),
+		sysClock: cfg.clock == clock.System(),
+		alg:      alg,
+		obs:      cfg.observer,
+		minLim:   int64(cfg.minLimit),
+		maxLim:   int64(cfg.maxLimit),
+		minWin:   int64(cfg.minWindow),
+		maxWin:   int64(cfg.maxWindow),
+		minSamp:  int64(cfg.minSamples),
+		pct:      cfg.percentile,
 	}
 	if e, ok := cfg.clock.(clock.Elapsed); ok {
 		l.since = e
@@ -129,7 +145,7 @@ func New(alg Algorithm, opts ...Option) (*Limiter, error) {
 	}
 	l.epoch = l.clk.Now()
 	l.h = new(hot)
-	l.h.state.Store(uint64(initial) << 32)
+	l.h.state.Store(uint64(initial))
 	l.win = new(shards)
 	l.win.reset()
 	l.due.Store(l.minWin)
@@ -145,6 +161,13 @@ func New(alg Algorithm, opts ...Option) (*Limiter, error) {
 	return l, nil
 }
 
+// isManual reports a virtual clock, on which the queue must not arm real
+// timers (time there moves only when told).
+func isManual(c clock.Clock) bool {
+	_, ok := c.(*clock.Manual)
+	return ok
+}
+
 type subClock struct{ c clock.Clock }
 
 func (s subClock) Since(t time.Time) time.Duration { return s.c.Now().Sub(t) }
@@ -152,23 +175,28 @@ func (s subClock) Since(t time.Time) time.Duration { return s.c.Now().Sub(t) }
 // now returns the gate's time: nanoseconds since it was created. On the
 // system clock that is one monotonic clock read.
 func (l *Limiter) now() int64 {
-	if l.sys {
+	if l.sysClock {
 		return int64(time.Since(l.epoch))
 	}
 	return int64(l.since.Since(l.epoch))
 }
 
 // Limit returns the current concurrency limit.
-func (l *Limiter) Limit() int { return int(l.h.state.Load() >> 32) }
+func (l *Limiter) Limit() int { return int(l.h.state.Load() & limitMask) }
 
 // InFlight returns the number of tokens currently held.
-func (l *Limiter) InFlight() int { return int(l.h.state.Load() & inFlightMask) }
+func (l *Limiter) InFlight() int {
+	_, n := unpack(l.h.state.Load())
+	return int(max(n, 0)) // negative only for an instant, while an over-release is undone
+}
 
 // Queued returns the number of callers waiting in Acquire.
 func (l *Limiter) Queued() int { return int(l.waiters.Load()) }
 
-// Overreleases returns how many times a token was released more often than
-// it was acquired (a bug in the caller). Such releases are ignored.
+// Overreleases returns how many releases found nothing in flight to release
+// (a token released twice, a bug in the caller); they are ignored. A double
+// release while other tokens are held cannot be told from a real release: it
+// frees another holder's slot.
 func (l *Limiter) Overreleases() int64 { return l.overreleases.Load() }
 
 // Token is the right to one slot of the gate, held from a successful
@@ -247,10 +275,10 @@ func (l *Limiter) tryAcquire(part int32) (Token, bool) {
 func (l *Limiter) admit() bool {
 	for {
 		s := l.h.state.Load()
-		if s&inFlightMask >= s>>32 {
+		if lim, n := unpack(s); n >= lim {
 			return false
 		}
-		if l.h.state.CompareAndSwap(s, s+1) {
+		if l.h.state.CompareAndSwap(s, s+oneInFlight) {
 			return true
 		}
 	}
@@ -322,17 +350,18 @@ func (l *Limiter) free(part int32, sh *shard) {
 			return
 		}
 	}
-	s := l.h.state.Add(^uint64(0))
-	if s&inFlightMask == inFlightMask {
+	s := l.h.state.Add(minusOneInFlight)
+	if int64(s) < 0 {
 		// Released more than acquired: undo and count the misuse.
-		l.h.state.Add(1)
+		l.h.state.Add(oneInFlight)
 		l.overreleases.Add(1)
 		return
 	}
 	// The in-flight count peaks right after an admission, so the next
 	// release sees every peak: the window's maximum is tracked here, in the
 	// release's shard, and never on the admission path.
-	sh.noteInFlight(int64(s&inFlightMask) + 1)
+	_, n := unpack(s)
+	sh.noteInFlight(n + 1)
 	// The decrement above and the enqueue's increment of waiters are both
 	// sequentially consistent, so either the waiter sees the free slot or
 	// this load sees the waiter: no lost wakeup.
@@ -344,22 +373,25 @@ func (l *Limiter) free(part int32, sh *shard) {
 // maybeFlush closes the current window if it is due (or full) and feeds it
 // to the algorithm. At most one goroutine flushes at a time; the others go on.
 func (l *Limiter) maybeFlush(now int64) {
-	if !l.flushing.CompareAndSwap(false, true) {
+	if l.flushing.Load() || !l.flushing.CompareAndSwap(false, true) {
 		return
 	}
 	defer l.flushing.Store(false)
 	start := l.winStart.Load()
 	elapsed := now - start
-	count := l.win.count()
+	count, drops := l.win.count(), l.win.drops()
 	if !l.win.full() {
 		if elapsed < l.minWin {
 			return // another goroutine closed it just now
 		}
-		if count < l.minSamp && elapsed < l.maxWin {
+		if count+drops < l.minSamp && elapsed < l.maxWin {
+			// Not enough yet: look again a little later rather than on
+			// every release.
+			l.due.Store(min(start+l.maxWin, now+max(l.minWin/16, 1)))
 			return
 		}
 	}
-	if count == 0 && l.win.drops() == 0 {
+	if count == 0 && drops == 0 {
 		// A long window with no samples (only ignores): start afresh.
 		l.winStart.Store(now)
 		l.due.Store(now + l.minWin)
@@ -367,8 +399,9 @@ func (l *Limiter) maybeFlush(now int64) {
 	}
 	s := Sample{At: time.Duration(now), Window: time.Duration(elapsed), Queued: int(l.waiters.Load())}
 	st := l.h.state.Load()
-	s.Limit = int(st >> 32)
-	l.win.take(&s, l.hist, l.pct, int64(st&inFlightMask))
+	lim, n := unpack(st)
+	s.Limit = int(lim)
+	l.win.take(&s, l.hist, l.pct, max(n, 0))
 	l.winStart.Store(now)
 	l.due.Store(now + l.minWin)
 	if s.Count > 0 {
@@ -384,18 +417,20 @@ func (l *Limiter) setLimit(limit int64) {
 	var old int64
 	for {
 		s := l.h.state.Load()
-		old = int64(s >> 32)
+		old, _ = unpack(s)
 		if old == limit {
 			return
 		}
-		if l.h.state.CompareAndSwap(s, uint64(limit)<<32|s&inFlightMask) {
+		if l.h.state.CompareAndSwap(s, s&^limitMask|uint64(limit)) {
 			break
 		}
 	}
 	if l.obs != nil {
 		l.obs.GateLimit(int(old), int(limit))
 	}
-	if limit > old && l.waiters.Load() > 0 {
+	// A larger limit frees slots; with partitions a smaller one can too (the
+	// floors of the shares may drop by more than the limit), so drain.
+	if (limit > old || l.parts != nil) && l.waiters.Load() > 0 {
 		l.q.drain()
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,7 +51,7 @@ func TestNewRejectsInvalidConfiguration(t *testing.T) {
 		{"nil observer", Fixed(1), []Option{WithObserver(nil)}, "WithObserver(nil)"},
 		{"aimd backoff", NewAIMD(AIMDBackoff(1.2)), nil, "backoff 1.2"},
 		{"aimd initial", NewAIMD(AIMDInitial(0)), nil, "initial limit 0"},
-		{"aimd increase", NewAIMD(AIMDIncrease(0)), nil, "increase 0"},
+		{"aimd increase", NewAIMD(AIMDIncrease(0)), nil, "increase 0"}, // see also TestReviewFixes,
 		{"aimd timeout", NewAIMD(AIMDTimeout(0)), nil, "timeout 0s"},
 	}
 	for _, tt := range tests {
@@ -372,14 +373,14 @@ func TestGateIsExactWhileTheLimitMoves(t *testing.T) {
 	for i := range 20000 {
 		if i%50 == 0 {
 			next := int64(1 + r.IntN(maxLimit))
-			if next < int64(prev>>32) {
+			if prevLim, _ := unpack(prev); next < prevLim {
 				shrinks++
 			}
 			l.setLimit(next)
 		}
 		cur := l.h.state.Load()
-		lim, n := cur>>32, cur&inFlightMask
-		prevLim, prevN := prev>>32, prev&inFlightMask
+		lim, n := unpack(cur)
+		prevLim, prevN := unpack(prev)
 		_ = prevLim
 		if n > lim && n > max(prevN, lim) {
 			t.Fatalf("in-flight grew past the limit: %d/%d after %d/%d", n, lim, prevN, prevLim)
@@ -527,3 +528,132 @@ func BenchmarkTryAcquireSuccess(b *testing.B) {
 		}
 	})
 }
+
+// TestConcurrentOverreleasesNeverLockTheGate: a caller that releases its
+// token twice, racing correct callers, must not corrupt the limit; once all
+// are done the gate is whole again.
+func TestConcurrentOverreleasesNeverLockTheGate(t *testing.T) {
+	l := mustNew(t, Fixed(5), WithMinSamples(1), WithWindow(time.Microsecond, time.Microsecond))
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for range 20000 {
+				tok, ok := l.TryAcquire()
+				if !ok {
+					continue
+				}
+				tok.Success()
+				if g == 0 {
+					tok.Success() // the bug under test
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if l.Limit() != 5 || l.InFlight() != 0 {
+		t.Fatalf("after concurrent over-releases: limit %d, in flight %d", l.Limit(), l.InFlight())
+	}
+	for i := range 5 {
+		if _, ok := l.TryAcquire(); !ok {
+			t.Fatalf("acquisition %d refused on an idle gate", i+1)
+		}
+	}
+	if _, ok := l.TryAcquire(); ok {
+		t.Fatal("admitted past the limit")
+	}
+	if l.Overreleases() == 0 {
+		t.Fatal("no over-release was detected")
+	}
+}
+
+func TestReviewFixes(t *testing.T) {
+	t.Run("nil AIMD", func(t *testing.T) {
+		if _, err := New((*AIMD)(nil)); err == nil {
+			t.Fatal("New accepted a nil *AIMD")
+		}
+	})
+	t.Run("AIMD increase cannot overflow", func(t *testing.T) {
+		a := NewAIMD(AIMDIncrease(maxLimitCap))
+		if a.Validate() != nil {
+			t.Fatal(a.Validate())
+		}
+		if got := a.Update(Sample{Limit: maxLimitCap - 1, MaxInFlight: maxLimitCap}); got != maxLimitCap {
+			t.Fatalf("Update = %d, want the cap", got)
+		}
+	})
+	t.Run("sample stays consistent when a release races the swap", func(t *testing.T) {
+		var ss shards
+		ss.reset()
+		// The racing release's count and sum landed in this window, its
+		// min and max in the previous one.
+		ss[2].acc.Store(accCountOne | uint64(100*time.Millisecond))
+		var s Sample
+		ss.take(&s, new(histogram), 0.9, 0)
+		if s.Count != 1 || s.RTT <= 0 || s.MinRTT > s.AvgRTT || s.AvgRTT > s.MaxRTT {
+			t.Fatalf("inconsistent sample %+v", s)
+		}
+	})
+	t.Run("partition shrink drains", func(t *testing.T) {
+		l := mustNew(t, Fixed(10), WithPartitions(map[string]float64{"a": 0.5, "b": 0.5}),
+			WithQueue(4, FIFO), WithClock(clock.NewManual(t0)))
+		a, _ := l.Partition("a").TryAcquire()
+		defer a.Success()
+		got := make(chan error, 1)
+		go func() {
+			tok, err := l.Acquire(context.Background()) // owed to nobody: none free at limit 10
+			if err == nil {
+				tok.Success()
+			}
+			got <- err
+		}()
+		for l.Queued() == 0 {
+			runtime.Gosched()
+		}
+		// At limit 9 the shares are owed 4 each: a holds 1, so 9−1−3−4 = 1
+		// slot is owed to nobody, and the waiter must get it now.
+		l.setLimit(9)
+		if err := <-got; err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+	})
+	t.Run("expired waiters do not fill the queue", func(t *testing.T) {
+		c := clock.NewManual(t0)
+		l := mustNew(t, Fixed(1), WithQueue(1, FIFO), WithQueueTimeout(10*time.Millisecond), WithClock(c))
+		tok, _ := l.TryAcquire()
+		first := make(chan error, 1)
+		go func() { _, err := l.Acquire(context.Background()); first <- err }()
+		for l.Queued() == 0 {
+			runtime.Gosched()
+		}
+		c.Advance(time.Second)
+		ctx, cancel := context.WithCancel(context.Background())
+		second := make(chan error, 1)
+		go func() { _, err := l.Acquire(ctx); second <- err }()
+		if err := <-first; !errors.Is(err, ErrQueueTimeout) {
+			t.Fatalf("expired waiter: %v", err)
+		}
+		for l.Queued() == 0 {
+			runtime.Gosched()
+		}
+		cancel()
+		if err := <-second; !errors.Is(err, context.Canceled) {
+			t.Fatalf("newcomer: %v, want it queued (then cancelled)", err)
+		}
+		tok.Success()
+	})
+	t.Run("queue bound uses a timer on real clocks", func(t *testing.T) {
+		l := mustNew(t, Fixed(1), WithQueue(1, FIFO), WithQueueTimeout(time.Millisecond), WithClock(wallClock{}))
+		tok, _ := l.TryAcquire()
+		defer tok.Success()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := l.Acquire(ctx); !errors.Is(err, ErrQueueTimeout) {
+			t.Fatalf("Acquire on a wrapped real clock: %v, want ErrQueueTimeout from the timer", err)
+		}
+	})
+}
+
+// wallClock is a real clock that is not clock.System().
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }

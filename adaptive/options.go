@@ -64,6 +64,7 @@ type config struct {
 	minSamples    int
 	percentile    float64
 	queueCap      int
+	queued        bool
 	queueOrder    QueueOrder
 	queueTimeout  time.Duration
 	codel         bool
@@ -88,7 +89,8 @@ func defaultConfig() config {
 
 // WithClock sets the clock the gate reads for round-trip times, windows and
 // queue deadlines. The default is clock.System(). The simulator and tests pass
-// a *clock.Manual.
+// a *clock.Manual; on it the queue's time bounds are checked whenever the
+// queue is drained (a release, a new waiter) rather than by real timers.
 func WithClock(c clock.Clock) Option {
 	return optionFunc(func(cfg *config) { cfg.clock = c })
 }
@@ -132,7 +134,7 @@ func WithPercentile(p float64) Option {
 // fails at once with ErrLimitExceeded when the gate is full. A released token
 // is handed to exactly one waiter.
 func WithQueue(capacity int, order QueueOrder) Option {
-	return optionFunc(func(cfg *config) { cfg.queueCap, cfg.queueOrder = capacity, order })
+	return optionFunc(func(cfg *config) { cfg.queueCap, cfg.queueOrder, cfg.queued = capacity, order, true })
 }
 
 // WithQueueTimeout bounds how long a caller waits in the queue; past it,
@@ -210,7 +212,7 @@ func (c *config) validate(initial int) error {
 	if c.percentile != 0 && !(c.percentile > 0 && c.percentile < 1) {
 		bad("percentile %v: must be in (0, 1)", c.percentile)
 	}
-	if c.queueCap < 0 {
+	if c.queueCap < 0 || (c.queued && c.queueCap == 0) {
 		bad("queue capacity %d: must be positive", c.queueCap)
 	}
 	if c.queueOrder > LIFO {

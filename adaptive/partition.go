@@ -53,7 +53,7 @@ func (l *Limiter) admitPartition(part int32) bool {
 	defer p.mu.Unlock()
 	for {
 		s := l.h.state.Load()
-		lim, n := int64(s>>32), int64(s&inFlightMask)
+		lim, n := unpack(s)
 		if n >= lim {
 			return false
 		}
@@ -73,7 +73,7 @@ func (l *Limiter) admitPartition(part int32) bool {
 		if !under && n+1+owed > lim {
 			return false
 		}
-		if l.h.state.CompareAndSwap(s, s+1) {
+		if l.h.state.CompareAndSwap(s, s+oneInFlight) {
 			if part > 0 {
 				p.inFlight[part-1].Add(1)
 			}

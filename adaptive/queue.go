@@ -123,6 +123,7 @@ func (q *queue) wait(ctx context.Context, part int32) (Token, error) {
 	}
 	now := l.now()
 	q.mu.Lock()
+	q.expireLocked(now) // waiters past their bound do not count against capacity
 	if q.n >= q.capacity {
 		q.mu.Unlock()
 		l.observe(metrics.QueueFull, name, 0)
@@ -137,8 +138,8 @@ func (q *queue) wait(ctx context.Context, part int32) (Token, error) {
 	q.drainLocked(now) // a slot may have freed since tryAcquire failed
 	var timeout <-chan time.Time
 	if l.sys {
-		// With the system clock, also wake up when the bound passes, so a
-		// waiter is told even if no slot frees. (On other clocks bounds are
+		// On a real clock, also wake up when the bound passes, so a waiter
+		// is told even if no slot frees. (On a clock.Manual bounds are
 		// enforced whenever the queue is drained.)
 		if d := q.maxWait(now); d > 0 && w.queued {
 			t := time.NewTimer(time.Duration(d))
@@ -210,13 +211,7 @@ func (q *queue) drain() {
 // at the first waiter that cannot be admitted; with partitions it looks for
 // the first waiter whose partition can be. Requires q.mu held.
 func (q *queue) drainLocked(now int64) {
-	if mw := q.maxWait(now); mw > 0 {
-		// The oldest waiters are the first to pass their bound.
-		for w := q.head; w != nil && now-w.enq > mw; w = q.head {
-			q.remove(w, now)
-			w.ch <- grant{err: ErrQueueTimeout}
-		}
-	}
+	q.expireLocked(now)
 	lifo := q.order == LIFO && !q.codel || q.overloaded(now)
 	for q.n > 0 {
 		w := q.head
@@ -237,6 +232,17 @@ func (q *queue) drainLocked(now int64) {
 		}
 		if !granted {
 			return
+		}
+	}
+}
+
+// expireLocked turns away the waiters past their time bound; the oldest are
+// the first to pass it. Requires q.mu held.
+func (q *queue) expireLocked(now int64) {
+	if mw := q.maxWait(now); mw > 0 {
+		for w := q.head; w != nil && now-w.enq > mw; w = q.head {
+			q.remove(w, now)
+			w.ch <- grant{err: ErrQueueTimeout}
 		}
 	}
 }

@@ -796,7 +796,7 @@ func TestQueueOptionValidation(t *testing.T) {
 		opts []Option
 		bad  int // number of problems New must report; 0: valid
 	}{
-		{"no queue", []Option{WithQueue(0, FIFO)}, 0},
+		{"zero capacity", []Option{WithQueue(0, FIFO)}, 1}, // a queue of nothing is a mistake, not "no queue"
 		{"fifo", []Option{WithQueue(1, FIFO)}, 0},
 		{"lifo with timeout", []Option{WithQueue(1, LIFO), WithQueueTimeout(ms)}, 0},
 		{"codel", []Option{WithQueue(1, FIFO), WithCoDel(5*ms, 100*ms)}, 0},

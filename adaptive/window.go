@@ -44,7 +44,7 @@ type Sample struct {
 // on its own: the allocator's 64-byte size class is 64-byte aligned), so that
 // admission and release contend on nothing else.
 type hot struct {
-	state atomic.Uint64 // limit<<32 | inFlight: admission swaps both at once
+	state atomic.Uint64 // inFlight<<32 | limit: admission swaps both at once
 	_     [56]byte
 }
 
@@ -181,14 +181,17 @@ func (ss *shards) take(s *Sample, hist *histogram, p float64, inFlight int64) {
 	if n == 0 {
 		return
 	}
-	if minRTT == math.MaxInt64 {
-		minRTT = 0
-	}
+	avg := sum / n
+	// A release racing the swap may leave its min/max/histogram entry in
+	// the previous window and its count in this one: keep the figures
+	// consistent (MinRTT ≤ AvgRTT ≤ MaxRTT, RTT > 0 when Count > 0).
+	minRTT = min(minRTT, avg)
+	maxRTT = max(maxRTT, avg)
 	s.MinRTT = time.Duration(minRTT)
 	s.MaxRTT = time.Duration(maxRTT)
-	s.AvgRTT = time.Duration(sum / n)
+	s.AvgRTT = time.Duration(avg)
 	s.RTT = s.AvgRTT
-	if hist != nil {
+	if hist != nil && pct > 0 {
 		// The histogram's resolution is about 3%; keep the result within the
 		// exact bounds seen in the window.
 		s.RTT = time.Duration(min(max(pct, minRTT), maxRTT))

@@ -18,7 +18,8 @@ type GateDecision uint8
 const (
 	// Admitted: a token was granted, at once or after waiting in the queue.
 	Admitted GateDecision = iota
-	// Rejected: the gate was full and there was no queue to wait in.
+	// Rejected: the gate was full (or callers were queued ahead) and the
+	// caller did not wait: TryAcquire, or Acquire without a queue.
 	Rejected
 	// QueueFull: the gate was full and so was its wait queue.
 	QueueFull
