@@ -241,6 +241,9 @@ func (t Token) Ignore() {
 // partition, which gets only capacity owed to no partition.
 func (l *Limiter) TryAcquire() (Token, bool) {
 	tok, ok := l.tryAcquire(0)
+	if !ok {
+		l.win.of().rejected.Add(1)
+	}
 	if l.obs != nil {
 		l.observeTry(ok, 0)
 	}
@@ -307,6 +310,7 @@ func (l *Limiter) acquire(ctx context.Context, part int32) (Token, error) {
 		return tok, nil
 	}
 	if l.q == nil {
+		l.win.of().rejected.Add(1)
 		if l.obs != nil {
 			l.obs.GateDecision(metrics.Rejected, l.partitionName(part), 0)
 		}

@@ -657,3 +657,20 @@ func TestReviewFixes(t *testing.T) {
 type wallClock struct{}
 
 func (wallClock) Now() time.Time { return time.Now() }
+
+func TestSampleCountsRejections(t *testing.T) {
+	c := clock.NewManual(t0)
+	alg := &scripted{initial: 1}
+	l := mustNew(t, alg, WithClock(c), WithMinSamples(1))
+	tok, _ := l.TryAcquire()
+	for range 3 {
+		l.TryAcquire()
+	}
+	l.Acquire(context.Background())
+	l.Partition("x").TryAcquire()
+	c.Advance(DefaultMinWindow)
+	tok.Success()
+	if len(alg.samples) != 1 || alg.samples[0].Rejected != 5 {
+		t.Fatalf("samples %+v, want one window with 5 rejections", alg.samples)
+	}
+}

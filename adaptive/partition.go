@@ -120,6 +120,9 @@ func (p Partition) Name() string { return p.l.partitionName(p.part) }
 // TryAcquire is the Limiter's TryAcquire within this partition.
 func (p Partition) TryAcquire() (Token, bool) {
 	tok, ok := p.l.tryAcquire(p.part)
+	if !ok {
+		p.l.win.of().rejected.Add(1)
+	}
 	if p.l.obs != nil {
 		p.l.observeTry(ok, p.part)
 	}

@@ -162,6 +162,9 @@ func (q *queue) wait(ctx context.Context, part int32) (Token, error) {
 // finish reports a waiter's grant or refusal and recycles the waiter.
 func (q *queue) finish(w *waiter, g grant, name string) (Token, error) {
 	l := q.l
+	if g.err != nil {
+		l.win.of().rejected.Add(1)
+	}
 	if l.obs != nil {
 		d := metrics.Admitted
 		if g.err != nil {
@@ -270,7 +273,11 @@ func (q *queue) admitWaiter(w *waiter, now int64) (Token, bool) {
 	return Token{l: l, start: now, part: w.part}, true
 }
 
+// observe counts a refusal in the window and reports d to the observer.
 func (l *Limiter) observe(d metrics.GateDecision, partition string, wait time.Duration) {
+	if d != metrics.Admitted && d != metrics.Canceled {
+		l.win.of().rejected.Add(1)
+	}
 	if l.obs != nil {
 		l.obs.GateDecision(d, partition, wait)
 	}

@@ -33,6 +33,9 @@ type Sample struct {
 	// MinRTT, AvgRTT and MaxRTT are the fastest, mean and slowest round-trip
 	// times of the successful requests in the window (zero when Count is zero).
 	MinRTT, AvgRTT, MaxRTT time.Duration
+	// Rejected is the number of callers refused in the window (TryAcquire
+	// failures, Acquire refusals); a sign of demand beyond the limit.
+	Rejected int
 	// MaxInFlight is the most requests in flight at once during the window.
 	MaxInFlight int
 	// Queued is the number of callers waiting in the queue when the window
@@ -64,7 +67,8 @@ type shard struct {
 	max         atomic.Int64  // slowest RTT in ns
 	maxInFlight atomic.Int64  // most in flight at once
 	drops       atomic.Int64
-	_           [24]byte
+	rejected    atomic.Int64
+	_           [16]byte
 }
 
 type shards [nShards]shard
@@ -166,6 +170,7 @@ func (ss *shards) take(s *Sample, hist *histogram, p float64, inFlight int64) {
 		minRTT = min(minRTT, h.min.Swap(math.MaxInt64))
 		maxRTT = max(maxRTT, h.max.Swap(0))
 		s.Dropped += int(h.drops.Swap(0))
+		s.Rejected += int(h.rejected.Swap(0))
 		seed := int64(0)
 		if i == 0 {
 			seed = inFlight

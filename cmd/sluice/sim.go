@@ -24,7 +24,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same results")
 	list := fs.Bool("list", false, "list the scenarios and policies and exit")
 	asJSON := fs.Bool("json", false, "print JSON Lines, one object per scenario × policy")
-	out := fs.String("out", "", "write report.md and plots to this directory (not built yet)")
+	out := fs.String("out", "", "also write report.md and a figure per scenario (SVG and PNG) into this directory")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -41,10 +41,6 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		tw.Flush()
 		return 0
-	}
-	if *out != "" {
-		fmt.Fprintln(stderr, "sluice sim: -out (report and plots) is not built yet")
-		return 2
 	}
 	scs, pols := allSc, allPol
 	var err error
@@ -100,24 +96,43 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 
 	code := 0
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		for i := range scs {
-			for j := range pols {
-				if errs[i][j] != nil {
-					fmt.Fprintln(stderr, errs[i][j])
-					code = 1
-					continue
-				}
-				if err := enc.Encode(results[i][j]); err != nil {
-					fmt.Fprintln(stderr, err)
-					return 1
-				}
+		code = printJSON(stdout, stderr, scs, pols, results, errs)
+	} else {
+		code = printTable(stdout, *seed, scs, pols, results, errs)
+	}
+	if *out != "" {
+		rs := &runSet{args: append([]string{"sim"}, args...), seed: *seed, scs: scs, pols: pols, results: results, errs: errs}
+		if err := writeReport(*out, rs); err != nil {
+			fmt.Fprintln(stderr, "sluice sim:", err)
+			return 1
+		}
+	}
+	return code
+}
+
+func printJSON(stdout, stderr io.Writer, scs []sim.Scenario, pols []sim.PolicySpec, results [][]*sim.Result, errs [][]error) int {
+	code := 0
+	enc := json.NewEncoder(stdout)
+	for i := range scs {
+		for j := range pols {
+			if errs[i][j] != nil {
+				fmt.Fprintln(stderr, errs[i][j])
+				code = 1
+				continue
+			}
+			if err := enc.Encode(results[i][j]); err != nil {
+				fmt.Fprintln(stderr, err)
+				return 1
 			}
 		}
-		return code
 	}
+	return code
+}
+
+func printTable(stdout io.Writer, seed uint64, scs []sim.Scenario, pols []sim.PolicySpec, results [][]*sim.Result, errs [][]error) int {
+	code := 0
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tpolicy\tgoodput %\tphase goodput %\tp99 ms\tSLO ms\trejected %\tsettle\tlimit CoV\tverdict\tfailed targets\t")
+	fmt.Fprintln(tw, strings.Join(summaryHeader, "\t")+"\t")
 	for i, s := range scs {
 		for j, p := range pols {
 			if errs[i][j] != nil {
@@ -125,36 +140,10 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 				code = 1
 				continue
 			}
-			r := results[i][j]
-			settle := "-"
-			if s.Change > 0 {
-				settle = "never"
-				if r.SettleIntervals >= 0 {
-					settle = fmt.Sprint(r.SettleIntervals)
-				}
-			}
-			phase := "-"
-			if s.Change > 0 {
-				phase = fmt.Sprintf("%.1f", 100*r.PhaseGoodput)
-			}
-			verdict := "pass"
-			var failed []string
-			for _, t := range r.Targets {
-				if !t.Pass {
-					failed = append(failed, t.Target)
-				}
-			}
-			if !r.Pass {
-				verdict = "FAIL"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%s\t%.1f\t%.0f\t%.2f\t%s\t%.3f\t%s\t%s\t\n",
-				s.Name, p.Name, 100*r.GoodputRatio, phase, r.P99ms, r.SLOms, 100*r.RejectRatio,
-				settle, r.LimitCoV, verdict, strings.Join(failed, "; "))
+			fmt.Fprintln(tw, strings.Join(summaryCells(s, results[i][j]), "\t")+"\t")
 		}
 	}
 	tw.Flush()
-	fmt.Fprintf(stdout, "\nseed %d; goodput = completions within SLO per second, as %% of nominal capacity; phase goodput: during the change\n", *seed)
-	fmt.Fprintln(stdout, "(surge, capacity drop, ...); settle in 100 ms control intervals. Targets are the adaptive targets of each scenario;")
-	fmt.Fprintln(stdout, "the baselines none and static are expected to fail some of them.")
+	fmt.Fprintf(stdout, "\nseed %d; %s\n", seed, summaryNote)
 	return code
 }
