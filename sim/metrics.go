@@ -17,6 +17,7 @@ type Point struct {
 	Limit     int           `json:"limit"`     // at the end (-1: unbounded)
 	InFlight  int           `json:"in_flight"` // at the end
 	Completed float64       `json:"completed"` // completions per second
+	OverSLO   float64       `json:"over_slo"`  // completions slower than the SLO per second
 }
 
 // PriorityResult summarises one priority's requests (after warm-up).
@@ -70,6 +71,7 @@ type Result struct {
 
 type metricsAcc struct {
 	interval  int64
+	slo       int64
 	bucketEnd int64
 	warm      int64
 	cur       Point
@@ -99,6 +101,7 @@ type metricsAcc struct {
 
 func (m *metricsAcc) init(s *Scenario, capacity float64) {
 	m.interval = int64(s.Interval)
+	m.slo = int64(s.SLO)
 	m.bucketEnd = m.interval
 	m.warm = int64(s.Warmup)
 	m.recoverAt = never
@@ -115,6 +118,7 @@ func (m *metricsAcc) roll(limit, inFlight int) {
 	p.Goodput /= sec
 	p.Rejected /= sec
 	p.Completed /= sec
+	p.OverSLO /= sec
 	p.Limit, p.InFlight = limit, inFlight
 	if len(m.curLat) > 0 {
 		slices.Sort(m.curLat)
@@ -170,6 +174,9 @@ func (m *metricsAcc) work(r *request, w float64) {
 func (m *metricsAcc) complete(r *request, lat int64, ontime, good bool) {
 	m.cur.Completed++
 	m.curLat = append(m.curLat, lat)
+	if lat > m.slo {
+		m.cur.OverSLO++
+	}
 	if good {
 		m.cur.Goodput++
 	}
@@ -230,7 +237,18 @@ func (m *metricsAcc) result(s *Scenario, policy string, seed uint64, capacity fl
 		}
 		r.MeanMs = sum / float64(len(m.lat)) / 1e6
 	}
-	r.ServedRatio = r.GoodputRPS / max(min(r.OfferedRPS, capacity), 1e-9)
+	// Served: goodput against what could have been served, interval by
+	// interval: Σ goodput / Σ min(offered, capacity) after warm-up.
+	var servable, gp float64
+	for _, p := range m.series {
+		if p.T > s.Warmup {
+			servable += min(p.Offered, capacity)
+			gp += p.Goodput
+		}
+	}
+	if servable > 0 {
+		r.ServedRatio = gp / servable
+	}
 	if m.firsts > 0 {
 		r.ThroughputRatio = float64(m.ontime) / float64(m.firsts)
 	}
@@ -290,7 +308,7 @@ func jain(xs []float64) float64 {
 
 // settle measures, for the phase that starts at s.Change (until the next
 // load change or the end): the settling time in intervals — the first
-// interval from which on the trailing second always has p99 ≤ SLO and mean
+// interval from which on the next two seconds always have p99 ≤ SLO and mean
 // goodput within ±5% of the phase's steady state (its last half's mean) —,
 // the worst interval p99, the phase's goodput, and the coefficient of
 // variation of the limit over its last half.
@@ -318,25 +336,28 @@ func (m *metricsAcc) settle(s *Scenario, r *Result) {
 		lims = append(lims, float64(p.Limit))
 	}
 	steady /= float64(len(half))
-	// Judge each moment by the trailing second (smoothing of Poisson noise
-	// in 100 ms buckets): its mean goodput and its worst bucket p99.
-	w := max(1, int(time.Second/s.Interval))
+	// Judge each moment by the two seconds from it on (a forward window
+	// smooths the Poisson noise of 100 ms buckets without blurring the
+	// transient into later intervals): the window's mean goodput, and its
+	// p99 — within the SLO when at most 1% of its completions were slower.
+	w := max(1, int(2*time.Second/s.Interval))
 	ok := func(i int) bool {
-		lo := max(0, i-w+1)
-		var g float64
-		var p99 time.Duration
-		for _, p := range ph[lo : i+1] {
+		hi := min(len(ph), i+w)
+		var g, done, over float64
+		for _, p := range ph[i:hi] {
 			g += p.Goodput
-			p99 = max(p99, p.P99)
+			done += p.Completed
+			over += p.OverSLO
 		}
-		g /= float64(i + 1 - lo)
-		return p99 <= s.SLO && math.Abs(g-steady) <= 0.05*steady
+		g /= float64(hi - i)
+		return over <= 0.01*done && math.Abs(g-steady) <= 0.05*steady
 	}
-	settled := len(ph)
-	for i := len(ph) - 1; i >= 0 && ok(i); i-- {
+	last := len(ph) - w // the last interval with a whole window ahead
+	settled := last + 1
+	for i := last; i >= 0 && ok(i); i-- {
 		settled = i
 	}
-	if settled < len(ph) {
+	if settled <= last {
 		r.SettleIntervals = settled
 	}
 	for _, p := range ph {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/gradient"
 )
 
 // Outcome is how an admitted request ended, as the policy is told.
@@ -27,9 +28,10 @@ type Ticket struct {
 	Ref   any
 }
 
-// Policy decides which requests the simulated server admits. The simulator
-// calls it from one goroutine, with the Env's clock set to the simulated time
-// of each call.
+// Policy decides which requests the simulated server admits. Run calls it
+// from one goroutine, with the Env's clock set to the simulated time of each
+// call; RunRealtime calls it from many goroutines on the wall clock, so a
+// policy used there must be safe for concurrent use (sluice's gate is).
 type Policy interface {
 	// Admit decides on a request of the given priority (0 is the most
 	// important) arriving now.
@@ -75,12 +77,18 @@ type PolicySpec struct {
 }
 
 // BuiltinPolicies returns the policies sluice sim runs by default: none
-// (unbounded), static (L* tuned for nominal load), and aimd.
+// (unbounded), static (L* tuned for nominal load), gradient and aimd.
 func BuiltinPolicies() []PolicySpec {
 	return []PolicySpec{
 		{Name: "none", Description: "no limit: admit everything", New: func(Env) (Policy, error) { return unbounded{}, nil }},
 		{Name: "static", Description: "fixed limit tuned for nominal load", New: func(e Env) (Policy, error) {
 			return NewGatePolicy(adaptive.Fixed(e.TunedLimit()), adaptive.WithClock(e.Clock))
+		}},
+		{Name: "gradient", Description: "sluice adaptive gate with Gradient", New: func(e Env) (Policy, error) {
+			// The median is robust to heavy tails; SLO/8 on the median is
+			// about SLO/5.5 on the mean for exponential-like service times.
+			return NewGatePolicy(gradient.New(gradient.WithInitialLimit(e.Cores), gradient.WithMaxRTT(e.SLO/8), gradient.WithTolerance(2.5)),
+				adaptive.WithClock(e.Clock), adaptive.WithMaxLimit(10000), adaptive.WithPercentile(0.5))
 		}},
 		{Name: "aimd", Description: "sluice adaptive gate with AIMD", New: func(e Env) (Policy, error) {
 			return NewGatePolicy(adaptive.NewAIMD(adaptive.AIMDInitial(e.Cores), adaptive.AIMDTimeout(e.SLO/4)),

@@ -114,11 +114,12 @@ func Scenarios() []Scenario {
 		},
 		{
 			Name:        "bursts",
-			Description: "mean 0.7× capacity: bursts of 3× lasting 100 ms about every second (MMPP)",
+			Description: "mean 0.7× capacity: the rate triples in bursts of 100 ms about every second (MMPP)",
 			Duration:    70 * time.Second, Warmup: 10 * time.Second,
 			Server: nominal(),
-			Load:   steps(0.7 - 3.0*0.1/1), // base rate so that the mean is about 0.7×
-			Bursts: &Bursts{Load: 3, Length: 100 * time.Millisecond, Period: time.Second},
+			// Base b and bursts of 3b for a tenth of the time: 0.9b + 0.3b = 0.7.
+			Load:   steps(0.7 / 1.2),
+			Bursts: &Bursts{Load: 3 * 0.7 / 1.2, Length: 100 * time.Millisecond, Period: time.Second},
 			Targets: []Target{
 				AtMost("reject_ratio", 0.01),
 				AtMost("p99_over_slo", 1),

@@ -1,0 +1,326 @@
+// Package gradient is a Gradient2-style adaptive concurrency algorithm for
+// sluice's gate (adaptive.Limiter): it compares each window's round-trip time
+// with a long-term baseline and moves the limit by their ratio, so the limit
+// settles where queueing starts to add latency.
+//
+// It fixes the known weaknesses of Netflix's Gradient2 and its ports:
+//
+//   - slow start: the limit doubles per window while the gate is full and
+//     latency is flat, until the first congestion signal;
+//   - drops count: a window with dropped (timed-out) requests is congested,
+//     however fast its successful requests were;
+//   - no baseline drift: the baseline follows the RTT only while the server is
+//     not congested and falls at once to a faster RTT; WithMaxRTT adds an
+//     absolute bound from the latency objective; it is re-learnt when shrinking the limit stops lowering the
+//     RTT (the service itself got slower), without pinning the limit low;
+//   - no creep: the headroom term is added only when there is no queueing, so
+//     steady moderate overload does not push the limit up window by window;
+//   - no inflation: the limit grows only while the gate is full, so it never
+//     runs far ahead of the demand it has seen.
+package gradient
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sluicehq/sluice/adaptive"
+)
+
+// Gradient is the algorithm. Build it with New and pass it to adaptive.New;
+// like every adaptive.Algorithm it belongs to one gate.
+type Gradient struct {
+	initial   int
+	tol       float64
+	slack     float64
+	smoothing float64
+	minGrad   float64
+	baseAlpha float64 // EMA factor of the baseline
+	maxRTT    time.Duration
+	headroom  func(limit float64) float64
+	err       error
+
+	limit     float64
+	baseline  float64 // ns; 0 until the first sample
+	smoothed  float64 // ns: EMA of the window RTTs, factor 1/2
+	slow      float64 // ns: EMA of the window RTTs, factor 1/5
+	slowStart bool
+	// stale-baseline detection: the RTT and limit when the current run of
+	// congested windows began.
+	dropFloor        float64 // drop share not caused by queueing
+	dropTol          float64
+	knee             float64 // ns: the service's own RTT, when shrinking stopped helping
+	runStartShare    float64
+	runMinRTT        float64
+	congestedRun     int
+	runStartRTT      float64
+	runStartInFlight float64
+}
+
+// Option configures a Gradient.
+type Option func(*Gradient)
+
+// WithInitialLimit sets the starting limit (default 20).
+func WithInitialLimit(n int) Option { return func(g *Gradient) { g.initial = n } }
+
+// WithTolerance sets how much slower than the baseline a window may be before
+// the limit shrinks (default 2.0: RTT up to twice the no-load RTT is
+// acceptable queueing; must be ≥ 1).
+func WithTolerance(t float64) Option { return func(g *Gradient) { g.tol = t } }
+
+// WithDropTolerance sets the share of dropped requests in a window that is
+// not read as congestion (default 0.01: a few requests always time out; in
+// [0, 1)).
+func WithDropTolerance(x float64) Option { return func(g *Gradient) { g.dropTol = x } }
+
+// WithSlack sets how much more queueing is tolerated while few callers are
+// refused (default 0.4: bounds 1.4× looser when nobody is refused, none
+// looser once 5% are; in [0, 1]).
+func WithSlack(x float64) Option { return func(g *Gradient) { g.slack = x } }
+
+// WithSmoothing sets the weight of each window's proposal in the new limit
+// (default 0.5; in (0, 1]).
+func WithSmoothing(s float64) Option { return func(g *Gradient) { g.smoothing = s } }
+
+// WithMinGradient bounds how much one window may shrink the limit (default
+// 0.5: at most halve it; in (0, 1)).
+func WithMinGradient(m float64) Option { return func(g *Gradient) { g.minGrad = m } }
+
+// WithBaselineWindows sets the length, in windows, of the baseline's moving
+// average while the server is healthy (default 20; at least 1).
+func WithBaselineWindows(n int) Option {
+	return func(g *Gradient) {
+		if n < 1 {
+			g.baseAlpha = math.NaN()
+			return
+		}
+		g.baseAlpha = 2 / (float64(n) + 1)
+	}
+}
+
+// WithMaxRTT sets an absolute bound: a window slower than d is congested
+// whatever the baseline (default: none). Derive it from the latency
+// objective, e.g. SLO/5 for a p99 objective on exponential-like service
+// times. It is what keeps the latency objective when the service itself gets
+// slower (a relative tolerance alone would let the RTT grow with it).
+func WithMaxRTT(d time.Duration) Option { return func(g *Gradient) { g.maxRTT = d } }
+
+// WithHeadroom sets the queue allowance added when there is no queueing, as a
+// function of the limit (default √limit, at least 1).
+func WithHeadroom(f func(limit float64) float64) Option { return func(g *Gradient) { g.headroom = f } }
+
+// New returns a Gradient algorithm. Invalid options are reported by Validate,
+// which adaptive.New calls.
+func New(opts ...Option) *Gradient {
+	g := &Gradient{
+		initial: 20, tol: 1.6, slack: 0.4, dropTol: 0.01, smoothing: 0.5, minGrad: 0.5, baseAlpha: 2.0 / 21,
+		headroom: func(l float64) float64 { return max(1, math.Sqrt(l)) },
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(g)
+		}
+	}
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("sluice/gradient: "+format, args...)) }
+	if g.initial < 1 {
+		bad("initial limit %d: must be at least 1", g.initial)
+	}
+	if !(g.tol >= 1 && g.tol <= 100) {
+		bad("tolerance %v: must be in [1, 100]", g.tol)
+	}
+	if !(g.dropTol >= 0 && g.dropTol < 1) {
+		bad("drop tolerance %v: must be in [0, 1)", g.dropTol)
+	}
+	if !(g.slack >= 0 && g.slack <= 1) {
+		bad("slack %v: must be in [0, 1]", g.slack)
+	}
+	if !(g.smoothing > 0 && g.smoothing <= 1) {
+		bad("smoothing %v: must be in (0, 1]", g.smoothing)
+	}
+	if !(g.minGrad > 0 && g.minGrad < 1) {
+		bad("min gradient %v: must be in (0, 1)", g.minGrad)
+	}
+	if !(g.baseAlpha > 0 && g.baseAlpha <= 1) {
+		bad("baseline windows: must be at least 1")
+	}
+	if g.maxRTT < 0 {
+		bad("max RTT %v: must not be negative", g.maxRTT)
+	}
+	if g.headroom == nil {
+		bad("WithHeadroom(nil)")
+	}
+	g.err = errors.Join(errs...)
+	g.limit = float64(g.initial)
+	g.slowStart = true
+	return g
+}
+
+// Validate reports the invalid options New was given.
+func (g *Gradient) Validate() error {
+	if g == nil {
+		return errors.New("sluice/gradient: nil *Gradient: build it with New")
+	}
+	return g.err
+}
+
+// InitialLimit returns the starting limit.
+func (g *Gradient) InitialLimit() int { return g.initial }
+
+// Baseline returns the current no-load RTT estimate (0 before any sample).
+func (g *Gradient) Baseline() time.Duration { return time.Duration(g.baseline) }
+
+// Update moves the limit for one window:
+//
+//	gradient = clamp(bound / rtt, minGradient, 1)   (drops: ≤ 1 − drop share)
+//	bound    = relief · min(tol · baseline, maxRTT)   (relief: see below)
+//	full     = MaxInFlight ≥ L or Rejected > 0
+//	proposal = L · gradient          full (or drops) and gradient < 1
+//	         = 2L                    full, gradient = 1, slow start
+//	         = L + headroom(L)       full, gradient = 1
+//	         = L                     not full: demand is below the limit, so
+//	                                 neither growth nor shrinking would help
+//	L'       = L + smoothing · (proposal − L)
+func (g *Gradient) Update(s adaptive.Sample) int {
+	if int(math.Round(g.limit)) != s.Limit {
+		g.limit = float64(s.Limit) // the gate clamped it: follow
+	}
+	drops := float64(s.Dropped)
+	share := drops / (drops + float64(s.Count))
+	if s.Count == 0 {
+		if share > g.dropLevel() {
+			g.slowStart = false
+			g.limit = math.Floor(g.limit * g.minGrad)
+		}
+		return int(g.limit)
+	}
+	rtt := float64(s.RTT)
+	full := s.MaxInFlight >= s.Limit || s.Rejected > 0
+	g.updateBaseline(rtt, share, full, s)
+	// Under real overload react to each window; while few are refused, react
+	// only to slowness that persists (the smoothed RTT), not to the queue
+	// spikes of a busy but healthy server.
+	judged := rtt
+	if g.relief(s) > 1 {
+		judged = max(g.slow, min(rtt, g.bound(s)))
+	}
+	grad := min(1, g.bound(s)/judged)
+	if share > g.dropLevel() {
+		grad = min(grad, 1-(share-g.dropLevel()))
+	}
+	grad = max(grad, g.minGrad)
+	var proposal float64
+	switch {
+	case grad < 1 && (full || share > g.dropLevel()):
+		g.slowStart = false
+		proposal = g.limit * grad
+	case !full || grad < 1:
+		proposal = g.limit
+	case g.slowStart:
+		proposal = 2 * g.limit
+	default:
+		proposal = g.limit + g.headroom(g.limit)
+	}
+	next := g.limit + g.smoothing*(proposal-g.limit)
+	if proposal > g.limit {
+		next = max(next, g.limit+1) // always make progress when growing
+	} else if proposal < g.limit-0.5 {
+		next = min(next, g.limit-1) // and when shrinking
+	}
+	g.limit = max(1, next)
+	return int(math.Round(g.limit))
+}
+
+// dropLevel is the drop share that is not read as congestion: the
+// WithDropTolerance floor (some requests always time out), or more when
+// shrinking was seen not to reduce the drops.
+func (g *Gradient) dropLevel() float64 { return max(g.dropFloor, g.dropTol) }
+
+// relief is the factor by which the bounds loosen while few callers are
+// refused:
+//
+//	relief(s) = 1 + slack · (1 − min(1, rejected share / 5%))
+//
+// Under real overload (5% or more refused) it is 1; when hardly anyone is
+// refused, the queueing is the normal jitter of a busy but healthy server,
+// and shrinking would only refuse callers the server could have served.
+func (g *Gradient) relief(s adaptive.Sample) float64 {
+	total := float64(s.Rejected + s.Count + s.Dropped)
+	if total == 0 {
+		return 1 + g.slack
+	}
+	pressure := min(1, float64(s.Rejected)/total/0.05)
+	return 1 + g.slack*(1-pressure)
+}
+
+// bound is the slowest acceptable window RTT:
+//
+//	bound(s) = relief(s) · max(min(tol · baseline, maxRTT), knee)
+//
+// where knee is the RTT below which less concurrency did not get (the
+// service's own RTT, learnt when shrinking stopped helping): no bound can ask
+// for less than the service itself takes.
+func (g *Gradient) bound(s adaptive.Sample) float64 {
+	b := g.tol * g.baseline
+	if g.maxRTT > 0 {
+		b = min(b, float64(g.maxRTT))
+	}
+	return g.relief(s) * max(b, g.knee)
+}
+
+// updateBaseline keeps the no-load RTT estimate. It falls at once to the
+// smoothed RTT when that is faster, and rises (slowly, over the baseline
+// windows) only in windows that show no queueing: the gate not full and the
+// RTT within a fifth of the baseline. So a long incident can never teach it
+// that overload is normal. If congested windows cut the number in flight by
+// a third without making the RTT (or the drop share) any better, the slowness is the service's own, not
+// queueing: the baseline is re-learnt from the current RTT, without pinning
+// the limit low to measure it.
+func (g *Gradient) updateBaseline(rtt, share float64, full bool, s adaptive.Sample) {
+	if g.smoothed == 0 {
+		g.smoothed = rtt
+	}
+	g.smoothed += 0.5 * (rtt - g.smoothed)
+	if g.slow == 0 {
+		g.slow = rtt
+	}
+	g.slow += 0.2 * (rtt - g.slow)
+	if g.smoothed < 0.7*g.knee {
+		g.knee = 0 // the service got faster again
+	}
+	if share < g.dropFloor/2 {
+		g.dropFloor = 0 // the drops that were not queueing have gone
+	}
+	switch {
+	case share > g.dropLevel():
+		// A window with drops teaches the baseline nothing: its successes
+		// may be fast precisely because the slow requests were dropped.
+	case g.baseline == 0 || g.smoothed < g.baseline:
+		g.baseline = g.smoothed
+	case !full && rtt <= 1.2*g.baseline:
+		g.baseline += g.baseAlpha * (rtt - g.baseline)
+	}
+	congested := rtt > g.bound(s) || share > g.dropLevel()
+	if !congested {
+		g.congestedRun = 0
+	} else {
+		if g.congestedRun == 0 {
+			g.runStartRTT, g.runStartInFlight, g.runStartShare = rtt, float64(s.MaxInFlight), share
+			g.runMinRTT = rtt
+		}
+		g.congestedRun++
+		g.runMinRTT = min(g.runMinRTT, rtt)
+		if rtt < 0.9*g.runStartRTT || share < 0.9*g.runStartShare {
+			// Less in flight made it faster: queueing. Re-anchor.
+			g.runStartRTT, g.runStartInFlight, g.runStartShare = rtt, float64(s.MaxInFlight), share
+		} else if float64(s.MaxInFlight) <= g.runStartInFlight*2/3 {
+			// Not queueing: hold the limit here, at the edge of tolerance,
+			// and stop reading these drops as congestion.
+			g.baseline = rtt / (g.tol * g.relief(s))
+			g.knee = g.runMinRTT
+			g.dropFloor = share
+			g.congestedRun = 0
+		}
+	}
+}

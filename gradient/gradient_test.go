@@ -1,0 +1,197 @@
+package gradient
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/adaptive"
+)
+
+const ms = time.Millisecond
+
+// win builds a window sample: n successes with mean RTT rtt, the gate at
+// limit, maxIn in flight at most, rej refused and drops dropped.
+func win(limit, maxIn, n int, rtt time.Duration, rej, drops int) adaptive.Sample {
+	return adaptive.Sample{Limit: limit, MaxInFlight: maxIn, Count: n, RTT: rtt, AvgRTT: rtt, Rejected: rej, Dropped: drops}
+}
+
+// limits remembers the limit each Gradient last returned, as its gate would.
+var limits = map[*Gradient]int{}
+
+// drive feeds windows to g, applying each returned limit as the gate would,
+// and returns the limits.
+func drive(g *Gradient, windows ...func(limit int) adaptive.Sample) []int {
+	limit, ok := limits[g]
+	if !ok {
+		limit = g.InitialLimit()
+	}
+	var out []int
+	for _, w := range windows {
+		limit = g.Update(w(limit))
+		out = append(out, limit)
+	}
+	limits[g] = limit
+	return out
+}
+
+func full(rtt time.Duration) func(int) adaptive.Sample {
+	return func(l int) adaptive.Sample { return win(l, l, 100, rtt, 50, 0) }
+}
+
+func idle(rtt time.Duration, inFlight int) func(int) adaptive.Sample {
+	return func(l int) adaptive.Sample { return win(l, inFlight, 100, rtt, 0, 0) }
+}
+
+func TestSlowStartDoublesUntilCongestion(t *testing.T) {
+	g := New(WithInitialLimit(4), WithSmoothing(1))
+	got := drive(g, full(5*ms), full(5*ms), full(5*ms), full(20*ms), full(5*ms))
+	// 4 → 8 → 16 → 32, then the RTT quadruples: halve (min gradient 0.5),
+	// and slow start is over: growth is additive from then on.
+	want := []int{8, 16, 32, 16, 20}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("limits %v, want %v", got, want)
+		}
+	}
+}
+
+func TestNoGrowthWhileTheGateIsNotFull(t *testing.T) {
+	g := New(WithInitialLimit(20))
+	got := drive(g, idle(5*ms, 3), idle(5*ms, 10), idle(5*ms, 19))
+	for _, l := range got {
+		if l != 20 {
+			t.Fatalf("limits %v: grew (or shrank) while demand stayed below the limit", got)
+		}
+	}
+	// Not even slow RTTs shrink a gate that is not full: refusing callers
+	// would not make the server faster.
+	if l := drive(g, idle(50*ms, 10)); l[0] != 20 {
+		t.Fatalf("limit %d after a slow window below the limit", l[0])
+	}
+}
+
+func TestDropsAreCongestionNeverFastSamples(t *testing.T) {
+	g := New(WithInitialLimit(40), WithSmoothing(1))
+	drive(g, full(5*ms)) // baseline 5ms, leave slow start by a drop below
+	// Fast successes but 30% of the window dropped: shrink by the drop share.
+	got := drive(g, func(l int) adaptive.Sample { return win(l, l, 70, 2*ms, 10, 30) })
+	if got[0] > 57 { // 80 · (1 − (0.30 − 0.01 tolerated))
+		t.Fatalf("limit %d after a window with 30%% drops, want ≤ 0.71 of 80", got[0])
+	}
+	// A window with only drops halves the limit.
+	before := got[0]
+	got = drive(g, func(l int) adaptive.Sample { return win(before, before, 0, 0, 0, 10) })
+	if got[0] != before/2 {
+		t.Fatalf("limit %d after an all-drop window from %d", got[0], before)
+	}
+	if g.Baseline() != 5*ms {
+		t.Fatalf("baseline %v: drops must not teach it anything", g.Baseline())
+	}
+}
+
+func TestNoCreepUnderSteadyOverload(t *testing.T) {
+	g := New(WithInitialLimit(20), WithSmoothing(1))
+	drive(g, idle(5*ms, 5)) // learn a 5ms baseline
+	// Steady overload on 8 cores: the RTT grows with the number in flight
+	// past 8. The limit must settle near where the RTT meets the bound
+	// (1.6 × 5ms, at 12.8 in flight) and stay there, not creep upwards.
+	queueing := func(l int) adaptive.Sample {
+		return win(l, l, 100, time.Duration(float64(5*ms)*max(1, float64(l)/8)), 100, 0)
+	}
+	var got []int
+	for range 200 {
+		got = append(got, drive(g, queueing)...)
+	}
+	for i, l := range got[50:] {
+		if l > 16 {
+			t.Fatalf("window %d: limit %d under steady overload (limits %v)", 50+i, l, got)
+		}
+	}
+	if got[199] > got[99]+1 {
+		t.Fatalf("limit crept from %d to %d over 100 windows", got[99], got[199])
+	}
+}
+
+func TestBaselineDoesNotDriftDuringALongIncident(t *testing.T) {
+	g := New(WithInitialLimit(32), WithSmoothing(1))
+	drive(g, idle(5*ms, 10))
+	// A long incident at 3× the baseline where shrinking does help (the
+	// RTT follows the in-flight count): the baseline must stay put.
+	for range 200 {
+		drive(g, func(l int) adaptive.Sample {
+			return win(l, l, 100, time.Duration(l)*ms/2+5*ms, 50, 0)
+		})
+	}
+	if b := g.Baseline(); b > 6*ms {
+		t.Fatalf("baseline drifted to %v during the incident", b)
+	}
+}
+
+func TestStaleBaselineIsRelearntWithoutPinning(t *testing.T) {
+	g := New(WithInitialLimit(64), WithSmoothing(1))
+	drive(g, idle(5*ms, 10))
+	// The service itself becomes 4× slower: shrinking does not help. The
+	// limit must stop falling well above 1 (no pinning to a tiny value).
+	var got []int
+	for range 40 {
+		got = append(got, drive(g, full(20*ms))...)
+	}
+	if last := got[len(got)-1]; last < 8 {
+		t.Fatalf("limits %v: collapsed although less concurrency did not help", got)
+	}
+	if b := g.Baseline(); b < 10*ms {
+		t.Fatalf("baseline %v not re-learnt from a service that got slower", b)
+	}
+}
+
+func TestFastRecoveryAfterCapacityReturns(t *testing.T) {
+	g := New(WithInitialLimit(64), WithSmoothing(1))
+	drive(g, idle(5*ms, 10))
+	for range 20 {
+		drive(g, full(20*ms))
+	}
+	low := drive(g, full(20*ms))[0]
+	// Capacity returns: fast windows with the gate full must grow it back
+	// within a few windows.
+	var l int
+	for range 5 {
+		l = drive(g, full(5*ms))[0]
+	}
+	if l < low+10 {
+		t.Fatalf("limit %d five windows after recovery, from %d", l, low)
+	}
+}
+
+func TestMaxRTTBoundsAWorseningService(t *testing.T) {
+	g := New(WithInitialLimit(40), WithSmoothing(1), WithTolerance(10), WithMaxRTT(8*ms))
+	drive(g, idle(5*ms, 5))
+	if l := drive(g, full(9*ms))[0]; l >= 40 {
+		t.Fatalf("limit %d: a window above the absolute bound did not shrink it", l)
+	}
+}
+
+func TestValidation(t *testing.T) {
+	for _, tt := range []struct {
+		opt  Option
+		want string
+	}{
+		{WithInitialLimit(0), "initial limit"},
+		{WithTolerance(0.5), "tolerance"},
+		{WithSmoothing(0), "smoothing"},
+		{WithMinGradient(1), "min gradient"},
+		{WithBaselineWindows(0), "baseline windows"},
+		{WithMaxRTT(-1), "max RTT"},
+		{WithHeadroom(nil), "WithHeadroom(nil)"},
+		{WithDropTolerance(1), "drop tolerance"},
+		{WithSlack(2), "slack"},
+	} {
+		_, err := adaptive.New(New(tt.opt))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("error %v, want it to mention %q", err, tt.want)
+		}
+	}
+	if _, err := adaptive.New((*Gradient)(nil)); err == nil {
+		t.Error("nil *Gradient accepted")
+	}
+}
