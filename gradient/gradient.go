@@ -45,6 +45,8 @@ type Gradient struct {
 	baseline  float64 // ns; 0 until the first sample
 	smoothed  float64 // ns: EMA of the window RTTs, factor 1/2
 	slow      float64 // ns: EMA of the window RTTs, factor 1/5
+	pressure  float64 // EMA of the share of refused callers
+	deadBand  float64
 	slowStart bool
 	// stale-baseline detection: the RTT and limit when the current run of
 	// congested windows began.
@@ -114,7 +116,7 @@ func WithHeadroom(f func(limit float64) float64) Option { return func(g *Gradien
 // which adaptive.New calls.
 func New(opts ...Option) *Gradient {
 	g := &Gradient{
-		initial: 20, tol: 1.6, slack: 0.4, dropTol: 0.01, smoothing: 0.5, minGrad: 0.5, baseAlpha: 2.0 / 21,
+		initial: 20, tol: 1.6, slack: 0.4, dropTol: 0.01, deadBand: 0.9, smoothing: 0.5, minGrad: 0.5, baseAlpha: 2.0 / 21,
 		headroom: func(l float64) float64 { return max(1, math.Sqrt(l)) },
 	}
 	for _, o := range opts {
@@ -177,6 +179,7 @@ func (g *Gradient) Baseline() time.Duration { return time.Duration(g.baseline) }
 //	bound    = relief · min(tol · baseline, maxRTT)   (relief: see below)
 //	full     = MaxInFlight ≥ L or Rejected > 0
 //	proposal = L · gradient          full (or drops) and gradient < 1
+//	         = L                     rtt within the dead band [0.9·bound, bound]
 //	         = 2L                    full, gradient = 1, slow start
 //	         = L + headroom(L)       full, gradient = 1
 //	         = L                     not full: demand is below the limit, so
@@ -186,6 +189,7 @@ func (g *Gradient) Update(s adaptive.Sample) int {
 	if int(math.Round(g.limit)) != s.Limit {
 		g.limit = float64(s.Limit) // the gate clamped it: follow
 	}
+	g.notePressure(s)
 	drops := float64(s.Dropped)
 	share := drops / (drops + float64(s.Count))
 	if s.Count == 0 {
@@ -215,7 +219,9 @@ func (g *Gradient) Update(s adaptive.Sample) int {
 	case grad < 1 && (full || share > g.dropLevel()):
 		g.slowStart = false
 		proposal = g.limit * grad
-	case !full || grad < 1:
+	case !full || grad < 1 || judged > g.deadBand*g.bound(s):
+		// Not full, or within the dead band just under the bound: hold,
+		// rather than oscillate across the bound.
 		proposal = g.limit
 	case g.slowStart:
 		proposal = 2 * g.limit
@@ -240,18 +246,24 @@ func (g *Gradient) dropLevel() float64 { return max(g.dropFloor, g.dropTol) }
 // relief is the factor by which the bounds loosen while few callers are
 // refused:
 //
-//	relief(s) = 1 + slack · (1 − min(1, rejected share / 5%))
+//	relief(s) = 1 + slack · (1 − min(1, pressure / 5%))
+//
+// where pressure is the smoothed share of refused callers.
 //
 // Under real overload (5% or more refused) it is 1; when hardly anyone is
 // refused, the queueing is the normal jitter of a busy but healthy server,
 // and shrinking would only refuse callers the server could have served.
 func (g *Gradient) relief(s adaptive.Sample) float64 {
+	return 1 + g.slack*(1-min(1, g.pressure/0.05))
+}
+
+// notePressure updates the smoothed share of refused callers (EMA, factor
+// 0.3): a single window with a queue spike must not look like overload.
+func (g *Gradient) notePressure(s adaptive.Sample) {
 	total := float64(s.Rejected + s.Count + s.Dropped)
-	if total == 0 {
-		return 1 + g.slack
+	if total > 0 {
+		g.pressure += 0.3 * (float64(s.Rejected)/total - g.pressure)
 	}
-	pressure := min(1, float64(s.Rejected)/total/0.05)
-	return 1 + g.slack*(1-pressure)
 }
 
 // bound is the slowest acceptable window RTT:

@@ -7,6 +7,7 @@ import (
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/gradient"
+	"github.com/sluicehq/sluice/vegas"
 )
 
 // Outcome is how an admitted request ended, as the policy is told.
@@ -88,6 +89,11 @@ func BuiltinPolicies() []PolicySpec {
 			// The median is robust to heavy tails; SLO/8 on the median is
 			// about SLO/5.5 on the mean for exponential-like service times.
 			return NewGatePolicy(gradient.New(gradient.WithInitialLimit(e.Cores), gradient.WithMaxRTT(e.SLO/8), gradient.WithTolerance(2.5)),
+				adaptive.WithClock(e.Clock), adaptive.WithMaxLimit(10000), adaptive.WithPercentile(0.5))
+		}},
+		{Name: "vegas", Description: "sluice adaptive gate with Vegas", New: func(e Env) (Policy, error) {
+			opts := append(vegas.Proportional(0.25, 0.5), vegas.WithInitialLimit(e.Cores), vegas.WithMaxRTT(e.SLO/8))
+			return NewGatePolicy(vegas.New(opts...),
 				adaptive.WithClock(e.Clock), adaptive.WithMaxLimit(10000), adaptive.WithPercentile(0.5))
 		}},
 		{Name: "aimd", Description: "sluice adaptive gate with AIMD", New: func(e Env) (Policy, error) {

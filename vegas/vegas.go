@@ -1,0 +1,343 @@
+// Package vegas is a TCP-Vegas-style adaptive concurrency algorithm for
+// sluice's gate (adaptive.Limiter). From each window it estimates how many
+// requests are queued rather than served,
+//
+//	queue = L · (1 − rtt_noload / rtt)
+//
+// and keeps that queue between two thresholds, alpha and beta, that grow
+// with the limit.
+//
+// It fixes the known weaknesses of Netflix's VegasLimit and its ports:
+//
+//   - slow start: the limit doubles per window while the gate is full and the
+//     queue is empty, until the first congestion signal (Netflix #35);
+//   - drops count: a window with dropped (timed-out) requests shrinks the
+//     limit by the drop share, and its fast successes never lower the no-load
+//     RTT;
+//   - no baseline drift: the no-load RTT only ever falls to a faster smoothed
+//     RTT; it is never reset to the current (possibly overloaded) RTT by a
+//     random probe. It is re-learnt only when shrinking the number in flight
+//     by a third did not make the RTT faster, i.e. the service itself got
+//     slower — which needs no pinning of the limit to a tiny value;
+//   - no inflation: the limit grows only in windows where the gate was full;
+//   - fast decrease and recovery: a queue above beta is removed in one step
+//     (L − (queue − beta)), not by log10(L) per window, and growth is
+//     exponential again after a recovery (slow start re-arms when the queue
+//     has stayed empty for a while).
+package vegas
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sluicehq/sluice/adaptive"
+)
+
+// Vegas is the algorithm. Build it with New and pass it to adaptive.New; like
+// every adaptive.Algorithm it belongs to one gate.
+type Vegas struct {
+	initial   int
+	alpha     func(limit float64) float64
+	beta      func(limit float64) float64
+	threshold func(limit float64) float64
+	increase  func(limit float64) float64
+	smoothing float64
+	dropTol   float64
+	slack     float64
+	maxRTT    time.Duration
+	err       error
+
+	limit     float64
+	noload    float64 // ns
+	smoothed  float64 // ns, EMA factor 1/2 of window RTTs
+	slowStart bool
+	calm      int     // consecutive full windows with an empty queue
+	pressure  float64 // EMA of the share of refused callers
+
+	knee                float64 // ns: the service's own RTT, when shrinking stopped helping
+	runRTT, runInFlight float64 // stale no-load detection anchor
+	runMin              float64
+	inRun               bool
+}
+
+// Option configures a Vegas.
+type Option func(*Vegas)
+
+// Log10 returns max(1, ⌊log10 x⌋), the scale of Netflix's default thresholds.
+func Log10(x float64) float64 { return max(1, math.Floor(math.Log10(x))) }
+
+// WithInitialLimit sets the starting limit (default 20).
+func WithInitialLimit(n int) Option { return func(v *Vegas) { v.initial = n } }
+
+// WithAlpha sets the queue below which the limit grows (default 3·Log10(L)).
+func WithAlpha(f func(limit float64) float64) Option { return func(v *Vegas) { v.alpha = f } }
+
+// WithBeta sets the queue above which the limit shrinks (default 6·Log10(L)).
+func WithBeta(f func(limit float64) float64) Option { return func(v *Vegas) { v.beta = f } }
+
+// WithThreshold sets the queue at or below which the limit grows fast, by
+// beta (default Log10(L)).
+func WithThreshold(f func(limit float64) float64) Option { return func(v *Vegas) { v.threshold = f } }
+
+// WithIncrease sets the additive step when the queue is below alpha (default
+// Log10(L)).
+func WithIncrease(f func(limit float64) float64) Option { return func(v *Vegas) { v.increase = f } }
+
+// WithSmoothing sets the weight of each window's proposal (default 1: apply
+// it whole; in (0, 1]).
+func WithSmoothing(s float64) Option { return func(v *Vegas) { v.smoothing = s } }
+
+// WithDropTolerance sets the share of dropped requests in a window that is
+// not read as congestion (default 0.01; in [0, 1)).
+func WithDropTolerance(x float64) Option { return func(v *Vegas) { v.dropTol = x } }
+
+// WithSlack sets how much beta and the RTT bound loosen while few callers are
+// refused (default 0.4: 1.4× when nobody is refused, 1× once 5% are; in
+// [0, 1]).
+func WithSlack(x float64) Option { return func(v *Vegas) { v.slack = x } }
+
+// WithMaxRTT sets an absolute bound: a window slower than d is treated as
+// congested whatever the queue estimate, and the limit shrinks in proportion
+// (default: none). Derive it from the latency objective.
+func WithMaxRTT(d time.Duration) Option { return func(v *Vegas) { v.maxRTT = d } }
+
+// Proportional returns threshold functions that keep the queue between
+// lo·L and hi·L: alpha = lo·L, beta = hi·L (and threshold = lo·L/2). With lo
+// = 0.25 and hi = 0.5 the RTT stays between 1.33 and 2 times the no-load RTT,
+// which, unlike the log10 defaults, lets a busy but healthy server keep the
+// queue its arrivals naturally form.
+func Proportional(lo, hi float64) []Option {
+	return []Option{
+		WithAlpha(func(l float64) float64 { return lo * l }),
+		WithBeta(func(l float64) float64 { return hi * l }),
+		WithThreshold(func(l float64) float64 { return lo * l / 2 }),
+	}
+}
+
+// New returns a Vegas algorithm with Netflix's log10 thresholds by default.
+// Invalid options are reported by Validate, which adaptive.New calls.
+func New(opts ...Option) *Vegas {
+	v := &Vegas{
+		initial:   20,
+		alpha:     func(l float64) float64 { return 3 * Log10(l) },
+		beta:      func(l float64) float64 { return 6 * Log10(l) },
+		threshold: Log10,
+		increase:  Log10,
+		smoothing: 1,
+		dropTol:   0.01,
+		slack:     0.4,
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(v)
+		}
+	}
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("sluice/vegas: "+format, args...)) }
+	if v.initial < 1 {
+		bad("initial limit %d: must be at least 1", v.initial)
+	}
+	if v.alpha == nil || v.beta == nil || v.threshold == nil || v.increase == nil {
+		bad("nil threshold or increase function")
+	} else {
+		for _, l := range []float64{1, 10, 100, 1000, 10000} {
+			a, b, th, inc := v.alpha(l), v.beta(l), v.threshold(l), v.increase(l)
+			if !(th >= 0 && th <= a && a < b && inc > 0) || math.IsNaN(a+b+th+inc) {
+				bad("at limit %v: need 0 ≤ threshold ≤ alpha < beta and increase > 0 (got %v, %v, %v, %v)", l, th, a, b, inc)
+				break
+			}
+		}
+	}
+	if !(v.smoothing > 0 && v.smoothing <= 1) {
+		bad("smoothing %v: must be in (0, 1]", v.smoothing)
+	}
+	if !(v.dropTol >= 0 && v.dropTol < 1) {
+		bad("drop tolerance %v: must be in [0, 1)", v.dropTol)
+	}
+	if !(v.slack >= 0 && v.slack <= 1) {
+		bad("slack %v: must be in [0, 1]", v.slack)
+	}
+	if v.maxRTT < 0 {
+		bad("max RTT %v: must not be negative", v.maxRTT)
+	}
+	v.err = errors.Join(errs...)
+	v.limit = float64(v.initial)
+	v.slowStart = true
+	return v
+}
+
+// Validate reports the invalid options New was given.
+func (v *Vegas) Validate() error {
+	if v == nil {
+		return errors.New("sluice/vegas: nil *Vegas: build it with New")
+	}
+	return v.err
+}
+
+// InitialLimit returns the starting limit.
+func (v *Vegas) InitialLimit() int { return v.initial }
+
+// NoLoadRTT returns the current no-load RTT estimate (0 before any sample).
+func (v *Vegas) NoLoadRTT() time.Duration { return time.Duration(v.noload) }
+
+// Queue is the Vegas queue estimate: how many of the L requests in flight
+// are waiting rather than being served, L·(1 − noload/rtt).
+func Queue(limit, noload, rtt float64) float64 {
+	if rtt <= 0 {
+		return 0
+	}
+	return limit * (1 - noload/rtt)
+}
+
+// Update moves the limit for one window:
+//
+//	drop share d > tolerance          →  L·(1 − d)
+//	gate not full                     →  L        (no growth beyond demand, no shrinking either)
+//	rtt > r·maxRTT                    →  L·r·maxRTT/rtt
+//	queue ≤ threshold(L), slow start  →  2L
+//	queue ≤ threshold(L)              →  L + beta(L)
+//	queue ≤ beta(L), few refused      →  L + max(alpha(L), increase(L))
+//	queue < alpha(L)                  →  L + increase(L)
+//	queue > r·beta(L)                 →  max(L/2, L − (queue − r·beta(L)))
+//	otherwise                         →  L
+//
+// with queue = Queue(L, noload, rtt), r = relief(s) and
+// L' = L + smoothing·(proposal − L).
+func (v *Vegas) Update(s adaptive.Sample) int {
+	if int(math.Round(v.limit)) != s.Limit {
+		v.limit = float64(s.Limit) // the gate clamped it: follow
+	}
+	L := v.limit
+	v.notePressure(s)
+	share := float64(s.Dropped) / float64(s.Dropped+s.Count)
+	if s.Count == 0 {
+		if share > v.dropTol {
+			v.slowStart = false
+			v.limit = max(1, math.Floor(L/2))
+		}
+		return int(v.limit)
+	}
+	rtt := float64(s.RTT)
+	full := s.MaxInFlight >= s.Limit || s.Rejected > 0
+	v.learn(rtt, share, s)
+	q := Queue(L, v.noload, rtt)
+	relief := v.relief(s)
+	maxRTT := v.maxRTTNow()
+	var p float64
+	switch {
+	case share > v.dropTol:
+		v.slowStart = false
+		p = L * (1 - share)
+	case !full:
+		p = L
+	case maxRTT > 0 && rtt > relief*maxRTT:
+		v.slowStart = false
+		p = L * relief * maxRTT / rtt
+	case q <= v.threshold(L):
+		if v.slowStart {
+			p = 2 * L
+		} else {
+			p = L + v.beta(L)
+		}
+	case relief > 1 && q <= v.beta(L):
+		// While only a few are refused, anywhere up to beta: the refusals
+		// show demand just above the limit and the latency is acceptable, so
+		// make room quickly.
+		p = L + max(v.alpha(L), v.increase(L))
+	case q < v.alpha(L):
+		p = L + v.increase(L)
+	case q > relief*v.beta(L):
+		v.slowStart = false
+		p = max(L/2, L-(q-relief*v.beta(L)))
+	default:
+		p = L
+	}
+	// Slow start re-arms after a calm spell, so that growing back after a
+	// recovery is exponential again.
+	if full && q <= v.threshold(L) && share <= v.dropTol {
+		v.calm++
+		if v.calm >= 10 {
+			v.slowStart = true
+		}
+	} else {
+		v.calm = 0
+	}
+	next := L + v.smoothing*(p-L)
+	if p > L {
+		next = max(next, L+1)
+	} else if p < L-0.5 {
+		next = min(next, L-1)
+	}
+	v.limit = max(1, next)
+	return int(math.Round(v.limit))
+}
+
+// relief loosens beta and the RTT bound while few callers are refused:
+//
+//	relief(s) = 1 + slack · (1 − min(1, pressure / 5%))
+//
+// where pressure is the smoothed share of refused callers.
+//
+// Under real overload (5% or more refused) it is 1; when hardly anyone is
+// refused, the queue is the normal jitter of a busy but healthy server, and
+// shrinking would only refuse callers the server could have served.
+func (v *Vegas) relief(s adaptive.Sample) float64 {
+	return 1 + v.slack*(1-min(1, v.pressure/0.05))
+}
+
+// notePressure updates the smoothed share of refused callers (EMA, factor
+// 0.3): a single window with a queue spike must not look like overload.
+func (v *Vegas) notePressure(s adaptive.Sample) {
+	total := float64(s.Rejected + s.Count + s.Dropped)
+	if total > 0 {
+		v.pressure += 0.3 * (float64(s.Rejected)/total - v.pressure)
+	}
+}
+
+// maxRTTNow is the WithMaxRTT bound, raised to the service's own RTT when
+// shrinking was seen not to help (the knee): no bound can ask for less than
+// the service itself takes. 0: no bound.
+func (v *Vegas) maxRTTNow() float64 {
+	if v.maxRTT == 0 {
+		return 0
+	}
+	return max(float64(v.maxRTT), v.knee)
+}
+
+// learn keeps the no-load RTT: it falls at once to a faster smoothed RTT
+// (never from a window with drops, whose successes may be fast because the
+// slow ones were dropped), and is re-learnt from the current RTT only when
+// cutting the number in flight by a third did not make the RTT faster.
+func (v *Vegas) learn(rtt, share float64, s adaptive.Sample) {
+	if v.smoothed == 0 {
+		v.smoothed = rtt
+	}
+	v.smoothed += 0.5 * (rtt - v.smoothed)
+	if share > v.dropTol {
+		return
+	}
+	if v.noload == 0 || v.smoothed < v.noload {
+		v.noload = v.smoothed
+	}
+	if v.smoothed < 0.7*v.knee {
+		v.knee = 0 // the service got faster again
+	}
+	inFlight := float64(s.MaxInFlight)
+	congested := Queue(v.limit, v.noload, rtt) > v.beta(v.limit) ||
+		(v.maxRTTNow() > 0 && rtt > v.maxRTTNow())
+	switch {
+	case !congested:
+		v.inRun = false
+	case !v.inRun || rtt < 0.9*v.runRTT:
+		v.inRun, v.runRTT, v.runInFlight, v.runMin = true, rtt, inFlight, rtt
+	case inFlight <= v.runInFlight*2/3:
+		// Less concurrency, same RTT: the service got slower, not queueing.
+		v.noload = min(rtt, v.runMin)
+		v.knee = v.noload
+		v.inRun = false
+	default:
+		v.runMin = min(v.runMin, rtt)
+	}
+}

@@ -1,0 +1,181 @@
+package vegas
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/adaptive"
+)
+
+const ms = time.Millisecond
+
+func win(limit, maxIn, n int, rtt time.Duration, rej, drops int) adaptive.Sample {
+	return adaptive.Sample{Limit: limit, MaxInFlight: maxIn, Count: n, RTT: rtt, AvgRTT: rtt, Rejected: rej, Dropped: drops}
+}
+
+// driver applies each returned limit as the gate would.
+type driver struct {
+	v     *Vegas
+	limit int
+}
+
+func newDriver(opts ...Option) *driver {
+	v := New(opts...)
+	return &driver{v: v, limit: v.InitialLimit()}
+}
+
+func (d *driver) step(w func(limit int) adaptive.Sample) int {
+	d.limit = d.v.Update(w(d.limit))
+	return d.limit
+}
+
+// overloaded is a full window under heavy pressure with the given RTT.
+func overloaded(rtt time.Duration) func(int) adaptive.Sample {
+	return func(l int) adaptive.Sample { return win(l, l, 100, rtt, 100, 0) }
+}
+
+func idle(rtt time.Duration, inFlight int) func(int) adaptive.Sample {
+	return func(l int) adaptive.Sample { return win(l, inFlight, 100, rtt, 0, 0) }
+}
+
+func TestQueue(t *testing.T) {
+	if q := Queue(20, float64(5*ms), float64(10*ms)); q != 10 {
+		t.Fatalf("Queue(20, 5ms, 10ms) = %v, want 10", q)
+	}
+	if q := Queue(20, float64(5*ms), 0); q != 0 {
+		t.Fatalf("Queue with no RTT = %v", q)
+	}
+}
+
+func TestRules(t *testing.T) {
+	// Netflix defaults at L = 20: threshold 1, alpha 3, beta 6, increase 1.
+	tests := []struct {
+		name string
+		rtt  time.Duration
+		want int
+	}{
+		{"queue ≤ threshold: slow start doubles", 5 * ms, 40},
+		{"queue < alpha: +log10", 5500 * time.Microsecond, 21},      // queue 1.8
+		{"alpha ≤ queue ≤ beta: hold", 6500 * time.Microsecond, 20}, // queue 4.6
+		{"queue > beta: remove the excess", 10 * ms, 16},            // queue 10 → 20 − (10 − 6)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := newDriver()
+			d.step(idle(5*ms, 5)) // learn the 5ms no-load RTT
+			if tt.name != "queue ≤ threshold: slow start doubles" {
+				d.v.slowStart = false
+			}
+			if got := d.step(overloaded(tt.rtt)); got != tt.want {
+				t.Fatalf("limit %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestAppLimitedHold(t *testing.T) {
+	d := newDriver()
+	for _, rtt := range []time.Duration{5 * ms, 50 * ms, 1 * ms} {
+		if got := d.step(idle(rtt, 5)); got != 20 {
+			t.Fatalf("limit %d after a window below the limit (rtt %v)", got, rtt)
+		}
+	}
+}
+
+func TestDropsShrinkAndTeachNothing(t *testing.T) {
+	d := newDriver()
+	d.step(idle(5*ms, 5))
+	got := d.step(func(l int) adaptive.Sample { return win(l, l, 80, 1*ms, 0, 20) })
+	if got != 16 { // 20 · (1 − 0.2)
+		t.Fatalf("limit %d after 20%% drops, want 16", got)
+	}
+	if d.v.NoLoadRTT() != 5*ms {
+		t.Fatalf("no-load RTT %v: fast successes next to drops must not lower it", d.v.NoLoadRTT())
+	}
+	if got := d.step(func(l int) adaptive.Sample { return win(l, l, 0, 0, 0, 10) }); got != 8 {
+		t.Fatalf("limit %d after an all-drop window from 16, want 8", got)
+	}
+}
+
+func TestNoLoadRTTDoesNotDriftUnderQueueing(t *testing.T) {
+	d := newDriver(WithInitialLimit(40))
+	d.step(idle(5*ms, 5))
+	// Long overload where the RTT follows the in-flight count (queueing on
+	// 8 cores): the no-load RTT must stay put and the limit settle.
+	for range 300 {
+		d.step(func(l int) adaptive.Sample {
+			return win(l, l, 100, time.Duration(float64(5*ms)*max(1, float64(l)/8)), 100, 0)
+		})
+	}
+	if d.v.NoLoadRTT() != 5*ms {
+		t.Fatalf("no-load RTT drifted to %v", d.v.NoLoadRTT())
+	}
+	if d.limit < 8 || d.limit > 16 {
+		t.Fatalf("limit %d, want it where the queue is between alpha and beta", d.limit)
+	}
+}
+
+func TestSlowerServiceIsRelearntWithoutPinning(t *testing.T) {
+	d := newDriver(WithInitialLimit(64))
+	d.step(idle(5*ms, 5))
+	for range 50 {
+		d.step(overloaded(20 * ms)) // the service itself got 4× slower
+	}
+	if d.limit < 8 {
+		t.Fatalf("limit collapsed to %d although less concurrency did not help", d.limit)
+	}
+	if nl := d.v.NoLoadRTT(); nl < 15*ms || nl > 20*ms {
+		t.Fatalf("no-load RTT %v, want it re-learnt near 20ms", nl)
+	}
+}
+
+func TestFastRecovery(t *testing.T) {
+	d := newDriver(WithInitialLimit(64))
+	d.step(idle(5*ms, 5))
+	for range 50 {
+		d.step(overloaded(20 * ms))
+	}
+	low := d.limit
+	for range 20 {
+		d.step(overloaded(5 * ms)) // capacity is back: queue empty, gate full
+	}
+	if d.limit < 4*low {
+		t.Fatalf("limit %d twenty windows after recovery from %d: slow start did not re-arm", d.limit, low)
+	}
+}
+
+func TestMaxRTT(t *testing.T) {
+	d := newDriver(WithMaxRTT(8 * ms))
+	d.step(idle(5*ms, 5))
+	d.v.slowStart = false
+	if got := d.step(overloaded(16 * ms)); got > 10 {
+		t.Fatalf("limit %d above the 8ms bound at 16ms, want about halved", got)
+	}
+}
+
+func TestValidation(t *testing.T) {
+	for _, tt := range []struct {
+		opts []Option
+		want string
+	}{
+		{[]Option{WithInitialLimit(0)}, "initial limit"},
+		{[]Option{WithAlpha(nil)}, "nil threshold"},
+		{[]Option{WithBeta(func(float64) float64 { return 1 })}, "threshold ≤ alpha < beta"},
+		{[]Option{WithSmoothing(2)}, "smoothing"},
+		{[]Option{WithDropTolerance(-1)}, "drop tolerance"},
+		{[]Option{WithSlack(3)}, "slack"},
+		{[]Option{WithMaxRTT(-ms)}, "max RTT"},
+	} {
+		_, err := adaptive.New(New(tt.opts...))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("error %v, want it to mention %q", err, tt.want)
+		}
+	}
+	if _, err := adaptive.New((*Vegas)(nil)); err == nil {
+		t.Error("nil *Vegas accepted")
+	}
+	if _, err := adaptive.New(New(Proportional(0.25, 0.5)...)); err != nil {
+		t.Errorf("Proportional thresholds rejected: %v", err)
+	}
+}
