@@ -46,6 +46,7 @@ type Gradient struct {
 	smoothed  float64 // ns: EMA of the window RTTs, factor 1/2
 	slow      float64 // ns: EMA of the window RTTs, factor 1/5
 	pressure  float64 // EMA of the share of refused callers
+	seen      int     // windows with samples
 	deadBand  float64
 	slowStart bool
 	// stale-baseline detection: the RTT and limit when the current run of
@@ -293,6 +294,7 @@ func (g *Gradient) updateBaseline(rtt, share float64, full bool, s adaptive.Samp
 	if g.smoothed == 0 {
 		g.smoothed = rtt
 	}
+	g.seen++
 	g.smoothed += 0.5 * (rtt - g.smoothed)
 	if g.slow == 0 {
 		g.slow = rtt
@@ -308,7 +310,9 @@ func (g *Gradient) updateBaseline(rtt, share float64, full bool, s adaptive.Samp
 	case share > g.dropLevel():
 		// A window with drops teaches the baseline nothing: its successes
 		// may be fast precisely because the slow requests were dropped.
-	case g.baseline == 0 || g.smoothed < g.baseline:
+	case g.baseline == 0 || (g.seen <= 5 && !full) || g.smoothed < g.baseline:
+		// The first uncongested windows only seed the average: a minimum
+		// taken over them would keep the luck of the first few samples.
 		g.baseline = g.smoothed
 	case !full && rtt <= 1.2*g.baseline:
 		g.baseline += g.baseAlpha * (rtt - g.baseline)

@@ -51,9 +51,10 @@ type Vegas struct {
 
 	limit     float64
 	noload    float64 // ns
-	smoothed  float64 // ns, EMA factor 1/2 of window RTTs
+	smoothed  float64 // ns, EMA factor 1/5 of window RTTs: a minimum of noisy window RTTs would be biased low
 	slowStart bool
 	calm      int     // consecutive full windows with an empty queue
+	seen      int     // windows with samples
 	pressure  float64 // EMA of the share of refused callers
 
 	knee                float64 // ns: the service's own RTT, when shrinking stopped helping
@@ -182,6 +183,10 @@ func (v *Vegas) InitialLimit() int { return v.initial }
 // NoLoadRTT returns the current no-load RTT estimate (0 before any sample).
 func (v *Vegas) NoLoadRTT() time.Duration { return time.Duration(v.noload) }
 
+// warmWindows is how many windows seed the smoothed RTT before its minimum
+// counts as the no-load RTT.
+const warmWindows = 5
+
 // Queue is the Vegas queue estimate: how many of the L requests in flight
 // are waiting rather than being served, L·(1 − noload/rtt).
 func Queue(limit, noload, rtt float64) float64 {
@@ -196,6 +201,7 @@ func Queue(limit, noload, rtt float64) float64 {
 //	drop share d > tolerance          →  L·(1 − d)
 //	gate not full                     →  L        (no growth beyond demand, no shrinking either)
 //	rtt > r·maxRTT                    →  L·r·maxRTT/rtt
+//	rtt in (0.9, 1]·r·maxRTT          →  L   (dead band)
 //	queue ≤ threshold(L), slow start  →  2L
 //	queue ≤ threshold(L)              →  L + beta(L)
 //	queue ≤ beta(L), few refused      →  L + max(alpha(L), increase(L))
@@ -221,7 +227,7 @@ func (v *Vegas) Update(s adaptive.Sample) int {
 	}
 	rtt := float64(s.RTT)
 	full := s.MaxInFlight >= s.Limit || s.Rejected > 0
-	v.learn(rtt, share, s)
+	v.learn(rtt, share, full, s)
 	q := Queue(L, v.noload, rtt)
 	relief := v.relief(s)
 	maxRTT := v.maxRTTNow()
@@ -235,6 +241,8 @@ func (v *Vegas) Update(s adaptive.Sample) int {
 	case maxRTT > 0 && rtt > relief*maxRTT:
 		v.slowStart = false
 		p = L * relief * maxRTT / rtt
+	case maxRTT > 0 && rtt > 0.9*relief*maxRTT:
+		p = L // dead band just under the bound: hold rather than oscillate
 	case q <= v.threshold(L):
 		if v.slowStart {
 			p = 2 * L
@@ -310,15 +318,18 @@ func (v *Vegas) maxRTTNow() float64 {
 // (never from a window with drops, whose successes may be fast because the
 // slow ones were dropped), and is re-learnt from the current RTT only when
 // cutting the number in flight by a third did not make the RTT faster.
-func (v *Vegas) learn(rtt, share float64, s adaptive.Sample) {
+func (v *Vegas) learn(rtt, share float64, full bool, s adaptive.Sample) {
 	if v.smoothed == 0 {
 		v.smoothed = rtt
 	}
-	v.smoothed += 0.5 * (rtt - v.smoothed)
+	v.smoothed += 0.2 * (rtt - v.smoothed)
 	if share > v.dropTol {
 		return
 	}
-	if v.noload == 0 || v.smoothed < v.noload {
+	v.seen++
+	if v.noload == 0 || (v.seen <= warmWindows && !full) || v.smoothed < v.noload {
+		// The first uncongested windows only seed the average: a minimum
+		// taken over them would keep the luck of the first few samples.
 		v.noload = v.smoothed
 	}
 	if v.smoothed < 0.7*v.knee {
