@@ -92,7 +92,7 @@ func BuiltinPolicies() []PolicySpec {
 				adaptive.WithClock(e.Clock), adaptive.WithMaxLimit(10000), adaptive.WithPercentile(0.5))
 		}},
 		{Name: "vegas", Description: "sluice adaptive gate with Vegas", New: func(e Env) (Policy, error) {
-			opts := append(vegas.Proportional(0.25, 0.5), vegas.WithInitialLimit(e.Cores), vegas.WithMaxRTT(e.SLO/8))
+			opts := append(vegas.Proportional(0.3, 0.6), vegas.WithInitialLimit(e.Cores), vegas.WithMaxRTT(e.SLO/8))
 			return NewGatePolicy(vegas.New(opts...),
 				adaptive.WithClock(e.Clock), adaptive.WithMaxLimit(10000), adaptive.WithPercentile(0.5))
 		}},

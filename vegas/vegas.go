@@ -203,7 +203,8 @@ func Queue(limit, noload, rtt float64) float64 {
 //	rtt > r·maxRTT                    →  L·r·maxRTT/rtt
 //	rtt in (0.9, 1]·r·maxRTT          →  L   (dead band)
 //	queue ≤ threshold(L), slow start  →  2L
-//	queue ≤ threshold(L)              →  L + beta(L)
+//	queue ≤ threshold(L) 3+ windows   →  L + beta(L)
+//	queue ≤ threshold(L)              →  L + increase(L)
 //	queue ≤ beta(L), few refused      →  L + max(alpha(L), increase(L))
 //	queue < alpha(L)                  →  L + increase(L)
 //	queue > r·beta(L)                 →  max(L/2, L − (queue − r·beta(L)))
@@ -244,10 +245,13 @@ func (v *Vegas) Update(s adaptive.Sample) int {
 	case maxRTT > 0 && rtt > 0.9*relief*maxRTT:
 		p = L // dead band just under the bound: hold rather than oscillate
 	case q <= v.threshold(L):
-		if v.slowStart {
+		switch {
+		case v.slowStart:
 			p = 2 * L
-		} else {
-			p = L + v.beta(L)
+		case v.calm >= 3:
+			p = L + v.beta(L) // the queue has stayed empty: grow fast
+		default:
+			p = L + v.increase(L) // one quiet window may be noise
 		}
 	case relief > 1 && q <= v.beta(L):
 		// While only a few are refused, anywhere up to beta: the refusals
