@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -22,6 +23,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	scenarios := fs.String("scenario", "", "comma-separated scenarios to run (default: all)")
 	policies := fs.String("policy", "", "comma-separated policies to run (default: all)")
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same results")
+	seeds := fs.Int("seeds", 1, "run seeds seed … seed+N−1 and print each pair's pass count, median and worst")
 	list := fs.Bool("list", false, "list the scenarios and policies and exit")
 	asJSON := fs.Bool("json", false, "print JSON Lines, one object per scenario × policy")
 	out := fs.String("out", "", "also write report.md and a figure per scenario (SVG and PNG) into this directory")
@@ -57,24 +59,34 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
-	type job struct{ i, j int }
-	results := make([][]*sim.Result, len(scs))
-	errs := make([][]error, len(scs))
-	for i := range scs {
-		results[i] = make([]*sim.Result, len(pols))
-		errs[i] = make([]error, len(pols))
+	if *seeds < 1 {
+		fmt.Fprintln(stderr, "sluice sim: -seeds must be at least 1")
+		return 2
 	}
+	type job struct{ k, i, j int }
+	// all[k] holds the results of seed seed+k.
+	all := make([][][]*sim.Result, *seeds)
+	allErrs := make([][][]error, *seeds)
+	for k := range all {
+		all[k] = make([][]*sim.Result, len(scs))
+		allErrs[k] = make([][]error, len(scs))
+		for i := range scs {
+			all[k][i] = make([]*sim.Result, len(pols))
+			allErrs[k][i] = make([]error, len(pols))
+		}
+	}
+	results, errs := all[0], allErrs[0]
 	jobs := make(chan job)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	done, total := 0, len(scs)*len(pols)
+	done, total := 0, *seeds*len(scs)*len(pols)
 	start := time.Now()
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			for jb := range jobs {
-				r, err := sim.Run(scs[jb.i], pols[jb.j], *seed)
+				r, err := sim.Run(scs[jb.i], pols[jb.j], *seed+uint64(jb.k))
 				mu.Lock()
-				results[jb.i][jb.j], errs[jb.i][jb.j] = r, err
+				all[jb.k][jb.i][jb.j], allErrs[jb.k][jb.i][jb.j] = r, err
 				done++
 				if el := time.Since(start); el > time.Second {
 					fmt.Fprintf(stderr, "\rsluice sim: %d/%d runs, %.0fs", done, total, el.Seconds())
@@ -83,9 +95,11 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 			}
 		})
 	}
-	for i := range scs {
-		for j := range pols {
-			jobs <- job{i, j}
+	for k := range all {
+		for i := range scs {
+			for j := range pols {
+				jobs <- job{k, i, j}
+			}
 		}
 	}
 	close(jobs)
@@ -95,9 +109,14 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 
 	code := 0
-	if *asJSON {
-		code = printJSON(stdout, stderr, scs, pols, results, errs)
-	} else {
+	switch {
+	case *asJSON:
+		for k := range all {
+			code = max(code, printJSON(stdout, stderr, scs, pols, all[k], allErrs[k]))
+		}
+	case *seeds > 1:
+		code = printSeeds(stdout, *seed, scs, pols, all, allErrs)
+	default:
 		code = printTable(stdout, *seed, scs, pols, results, errs)
 	}
 	if *out != "" {
@@ -145,5 +164,79 @@ func printTable(stdout io.Writer, seed uint64, scs []sim.Scenario, pols []sim.Po
 	}
 	tw.Flush()
 	fmt.Fprintf(stdout, "\nseed %d; %s\n", seed, summaryNote)
+	return code
+}
+
+// printSeeds prints, per scenario × policy, how many seeds passed every
+// target, and the median and worst of the headline figures across seeds
+// (worst: lowest goodput, highest p99 and rejections).
+func printSeeds(stdout io.Writer, seed uint64, scs []sim.Scenario, pols []sim.PolicySpec, all [][][]*sim.Result, allErrs [][][]error) int {
+	code := 0
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tpolicy\tpassed\tgoodput % med\tworst\tphase goodput % med\tworst\tp99 ms med\tworst\trejected % med\tworst\ttargets missed (seeds)\t")
+	for i, s := range scs {
+		for j, p := range pols {
+			var rs []*sim.Result
+			for k := range all {
+				if allErrs[k][i][j] != nil {
+					code = 1
+					continue
+				}
+				rs = append(rs, all[k][i][j])
+			}
+			if len(rs) == 0 {
+				fmt.Fprintf(tw, "%s\t%s\terror\t\n", s.Name, p.Name)
+				continue
+			}
+			passed := 0
+			missed := map[string]int{}
+			var order []string
+			for _, r := range rs {
+				if r.Pass {
+					passed++
+				}
+				for _, t := range r.Targets {
+					if !t.Pass {
+						if missed[t.Target] == 0 {
+							order = append(order, t.Target)
+						}
+						missed[t.Target]++
+					}
+				}
+			}
+			var miss []string
+			for _, t := range order {
+				miss = append(miss, fmt.Sprintf("%s (%d)", t, missed[t]))
+			}
+			stat := func(f func(*sim.Result) float64, worstIsMax bool) (med, worst float64) {
+				xs := make([]float64, len(rs))
+				for k, r := range rs {
+					xs[k] = f(r)
+				}
+				slices.Sort(xs)
+				med = xs[len(xs)/2]
+				if len(xs)%2 == 0 {
+					med = (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
+				}
+				worst = xs[0]
+				if worstIsMax {
+					worst = xs[len(xs)-1]
+				}
+				return med, worst
+			}
+			gm, gw := stat(func(r *sim.Result) float64 { return 100 * r.GoodputRatio }, false)
+			pm, pw := stat(func(r *sim.Result) float64 { return 100 * r.PhaseGoodput }, false)
+			lm, lw := stat(func(r *sim.Result) float64 { return r.P99ms }, true)
+			rm, rw := stat(func(r *sim.Result) float64 { return 100 * r.RejectRatio }, true)
+			phase := [2]string{"-", "-"}
+			if s.Change > 0 {
+				phase = [2]string{fmt.Sprintf("%.1f", pm), fmt.Sprintf("%.1f", pw)}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%.1f\t%.1f\t%s\t%s\t%.1f\t%.1f\t%.2f\t%.2f\t%s\t\n",
+				s.Name, p.Name, passed, len(rs), gm, gw, phase[0], phase[1], lm, lw, rm, rw, strings.Join(miss, "; "))
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(stdout, "\nseeds %d…%d; %s\n", seed, seed+uint64(len(all))-1, summaryNote)
 	return code
 }
