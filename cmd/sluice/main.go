@@ -22,10 +22,12 @@ const status = `built so far:
              windowed RTT/drop sampling, FIFO/LIFO/CoDel wait queue,
              partitions with guaranteed shares, Fixed and AIMD algorithms,
              observer hooks
+  gradient   Gradient2-style algorithm
+  vegas      Vegas-style algorithm
   metrics    the observer interfaces
-  sim        discrete-event simulator (sluice sim), policies none/static/aimd
-not built yet: vegas, gradient, ratelimit, ratelimit/redisstore, shed,
-               interceptors, metrics/prom, metrics/gometrics, sim plots/report
+  sim        discrete-event simulator (sluice sim), real-time mode
+not built yet: ratelimit, ratelimit/redisstore, shed, interceptors,
+               metrics/prom, metrics/gometrics, sluice demo
 `
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
