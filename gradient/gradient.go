@@ -220,9 +220,10 @@ func (g *Gradient) Update(s adaptive.Sample) int {
 	case grad < 1 && (full || share > g.dropLevel()):
 		g.slowStart = false
 		proposal = g.limit * grad
-	case !full || grad < 1 || judged > g.deadBand*g.bound(s):
-		// Not full, or within the dead band just under the bound: hold,
-		// rather than oscillate across the bound.
+	case !full || grad < 1 || max(judged, g.smoothed) > g.deadBand*g.bound(s):
+		// Not full, or within the dead band just under the bound (judged
+		// also by the smoothed RTT, so one lucky window does not grow it):
+		// hold, rather than oscillate across the bound.
 		proposal = g.limit
 	case g.slowStart:
 		proposal = 2 * g.limit

@@ -45,10 +45,11 @@ func idle(rtt time.Duration, inFlight int) func(int) adaptive.Sample {
 
 func TestSlowStartDoublesUntilCongestion(t *testing.T) {
 	g := New(WithInitialLimit(4), WithSmoothing(1))
-	got := drive(g, full(5*ms), full(5*ms), full(5*ms), full(20*ms), full(5*ms))
-	// 4 → 8 → 16 → 32, then the RTT quadruples: halve (min gradient 0.5),
-	// and slow start is over: growth is additive from then on.
-	want := []int{8, 16, 32, 16, 20}
+	got := drive(g, full(5*ms), full(5*ms), full(5*ms), full(20*ms), full(5*ms), full(5*ms), full(5*ms))
+	// 4 → 8 → 16 → 32, then the RTT quadruples: halve (min gradient 0.5).
+	// Slow start is over: once the smoothed RTT is back under the dead band
+	// (a window later), growth is additive (+√L), not doubling.
+	want := []int{8, 16, 32, 16, 16, 20, 24}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("limits %v, want %v", got, want)
