@@ -7,6 +7,7 @@ require (
 	github.com/go-kratos/aegis v0.2.0
 	github.com/sluicehq/sluice v0.0.0
 	github.com/zeromicro/go-zero v1.10.3
+	go.uber.org/goleak v1.3.0
 )
 
 require (
