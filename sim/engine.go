@@ -62,6 +62,7 @@ const (
 
 type request struct {
 	prio     int
+	user     int
 	attempt  int   // 0 for the first
 	first    int64 // arrival of the first attempt
 	start    int64 // arrival of this attempt
@@ -114,7 +115,7 @@ type engine struct {
 	clkAt  int64
 	pol    Policy
 
-	rArr, rSvc, rPrio, rRetry, rBurst *rand.Rand
+	rArr, rSvc, rPrio, rRetry, rBurst, rUser *rand.Rand
 
 	// server
 	cpu        cpuHeap
@@ -164,13 +165,9 @@ func Run(sc Scenario, spec PolicySpec, seed uint64) (*Result, error) {
 	for i := range e.waitFactor {
 		e.waitFactor[i] = 1
 	}
-	// One PCG stream per concern, so that changing one (say, retries) does
-	// not shift the random numbers of another (arrivals).
-	e.rArr = rand.New(rand.NewPCG(seed, 1))
+	e.initArrivals(seed)
 	e.rSvc = rand.New(rand.NewPCG(seed, 2))
-	e.rPrio = rand.New(rand.NewPCG(seed, 3))
 	e.rRetry = rand.New(rand.NewPCG(seed, 4))
-	e.rBurst = rand.New(rand.NewPCG(seed, 5))
 	env := Env{
 		Clock: e.clk, Cores: s.Server.Cores, MeanService: s.Server.Service.MeanValue(),
 		MeanWait: s.Server.Wait.MeanValue(), Capacity: e.capacity, SLO: s.SLO,
@@ -180,19 +177,8 @@ func Run(sc Scenario, spec PolicySpec, seed uint64) (*Result, error) {
 		return nil, fmt.Errorf("sim: policy %s: %w", spec.Name, err)
 	}
 	e.pol = pol
-	maxLoad := 0.0
-	for _, p := range s.Load {
-		maxLoad = max(maxLoad, p.Load)
-	}
 	if s.Bursts != nil {
-		maxLoad = max(maxLoad, s.Bursts.Load)
 		e.schedule(int64(e.rBurst.ExpFloat64()*float64(s.Bursts.Period-s.Bursts.Length)), evBurst, nil)
-	}
-	e.lamMax = maxLoad * e.capacity / 1e9
-	acc := 0.0
-	for _, c := range s.Classes {
-		acc += c.Share
-		e.cumShare = append(e.cumShare, acc)
 	}
 	e.m.init(&s, e.capacity)
 	if e.lamMax > 0 {
@@ -200,6 +186,41 @@ func Run(sc Scenario, spec PolicySpec, seed uint64) (*Result, error) {
 	}
 	e.loop()
 	return e.m.result(&s, spec.Name, seed, e.capacity), nil
+}
+
+// initArrivals sets up the open-loop arrival process: its rate bound and
+// class mix, and one PCG stream per concern (arrivals, priorities, users,
+// bursts), so that changing one concern does not shift the random numbers of
+// another. Run and RunRealtime share it, so both see the same arrivals.
+func (e *engine) initArrivals(seed uint64) {
+	e.rArr = rand.New(rand.NewPCG(seed, 1))
+	e.rPrio = rand.New(rand.NewPCG(seed, 3))
+	e.rBurst = rand.New(rand.NewPCG(seed, 5))
+	e.rUser = rand.New(rand.NewPCG(seed, 6))
+	maxLoad := 0.0
+	for _, p := range e.sc.Load {
+		maxLoad = max(maxLoad, p.Load)
+	}
+	if e.sc.Bursts != nil {
+		maxLoad = max(maxLoad, e.sc.Bursts.Load)
+	}
+	e.lamMax = maxLoad * e.capacity / 1e9
+	acc := 0.0
+	for _, c := range e.sc.Classes {
+		acc += c.Share
+		e.cumShare = append(e.cumShare, acc)
+	}
+}
+
+// classify draws a new request's priority class and user.
+func (e *engine) classify(r *request) {
+	u := e.rPrio.Float64()
+	ci := 0
+	for ci < len(e.cumShare)-1 && u >= e.cumShare[ci] {
+		ci++
+	}
+	r.prio = e.sc.Classes[ci].Priority
+	r.user = e.rUser.IntN(e.sc.Users)
 }
 
 func (e *engine) schedule(at int64, k evKind, r *request) {
@@ -370,16 +391,11 @@ func (e *engine) setClock() {
 
 func (e *engine) arrival() {
 	r := e.newRequest()
-	u := e.rPrio.Float64()
-	ci := 0
-	for ci < len(e.cumShare)-1 && u >= e.cumShare[ci] {
-		ci++
-	}
-	r.prio = e.sc.Classes[ci].Priority
+	e.classify(r)
 	r.first = e.now
 	e.budget = min(e.budget+e.sc.Retry.Budget, 100)
 	if e.now >= e.warm {
-		e.m.requests[r.prio]++
+		e.m.request(r)
 	}
 	e.attempt(r)
 	e.schedule(e.nextArrival(e.now), evArrival, nil)
@@ -391,7 +407,7 @@ func (e *engine) attempt(r *request) {
 	r.counted = e.now >= e.warm
 	e.m.attempt(r)
 	e.setClock()
-	t, ok := e.pol.Admit(r.prio)
+	t, ok := e.pol.Admit(Request{Priority: r.prio, User: r.user})
 	if !ok {
 		e.m.reject(r)
 		if e.sc.Server.RejectCost > 0 {
@@ -497,7 +513,7 @@ func (e *engine) retryOrFail(r *request) {
 		e.budget--
 	}
 	n := e.newRequest()
-	n.prio, n.first, n.attempt = r.prio, r.first, r.attempt+1
+	n.prio, n.user, n.first, n.attempt = r.prio, r.user, r.first, r.attempt+1
 	// Capped exponential backoff with full jitter.
 	ceil := float64(rt.Backoff) * math.Pow(2, float64(r.attempt))
 	if rt.MaxBackoff > 0 {

@@ -61,7 +61,7 @@ type Result struct {
 	LimitCoV        float64          `json:"limit_cov"`           // coefficient of variation of the limit on the plateau
 	WastedRatio     float64          `json:"wasted_ratio"`        // CPU work that produced no on-time success
 	RetryAmp        float64          `json:"retry_amplification"`
-	Jain            float64          `json:"jain"` // fairness of success ratios across priorities
+	Jain            float64          `json:"jain"` // Jain's index of the users' success ratios
 	PerPriority     []PriorityResult `json:"per_priority"`
 	Targets         []TargetResult   `json:"targets,omitempty"`
 	Pass            bool             `json:"pass"`
@@ -95,6 +95,8 @@ type metricsAcc struct {
 	total     float64
 	wasted    float64
 	recoverAt int64
+	userReq   []int32 // requests per user after warm-up
+	userOK    []int32 // of which succeeded in time
 	lateAtt   int64
 	lateRej   int64
 }
@@ -105,6 +107,8 @@ func (m *metricsAcc) init(s *Scenario, capacity float64) {
 	m.bucketEnd = m.interval
 	m.warm = int64(s.Warmup)
 	m.recoverAt = never
+	m.userReq = make([]int32, s.Users)
+	m.userOK = make([]int32, s.Users)
 	if s.Recover > 0 {
 		m.recoverAt = int64(s.Recover)
 	}
@@ -197,10 +201,17 @@ func (m *metricsAcc) complete(r *request, lat int64, ontime, good bool) {
 	}
 	if ontime && r.first >= m.warm {
 		m.success[r.prio]++
+		m.userOK[r.user]++
 	}
 }
 
 func (m *metricsAcc) fail(*request) {}
+
+// request counts a request (a first attempt) after warm-up.
+func (m *metricsAcc) request(r *request) {
+	m.requests[r.prio]++
+	m.userReq[r.user]++
+}
 
 // quantile returns the q-quantile of sorted xs (nearest rank).
 func quantile(xs []int64, q float64) int64 {
@@ -264,7 +275,6 @@ func (m *metricsAcc) result(s *Scenario, policy string, seed uint64, capacity fl
 	if m.total > 0 {
 		r.WastedRatio = m.wasted / m.total
 	}
-	var ratios []float64
 	for p := range MaxPriorities {
 		if m.requests[p] == 0 {
 			continue
@@ -278,7 +288,12 @@ func (m *metricsAcc) result(s *Scenario, policy string, seed uint64, capacity fl
 			pr.RejectRatio = float64(m.pRejects[p]) / float64(m.pAttempts[p])
 		}
 		r.PerPriority = append(r.PerPriority, pr)
-		ratios = append(ratios, pr.SuccessRatio)
+	}
+	var ratios []float64
+	for u, n := range m.userReq {
+		if n > 0 {
+			ratios = append(ratios, min(float64(m.userOK[u])/float64(n), 1))
+		}
 	}
 	r.Jain = jain(ratios)
 	m.settle(s, r)

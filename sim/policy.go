@@ -34,13 +34,20 @@ type Ticket struct {
 // call; RunRealtime calls it from many goroutines on the wall clock, so a
 // policy used there must be safe for concurrent use (sluice's gate is).
 type Policy interface {
-	// Admit decides on a request of the given priority (0 is the most
-	// important) arriving now.
-	Admit(priority int) (Ticket, bool)
+	// Admit decides on a request arriving now.
+	Admit(r Request) (Ticket, bool)
 	// Done reports the end of an admitted request.
 	Done(t Ticket, o Outcome)
 	// Limit returns the current concurrency limit, or -1 when unbounded.
 	Limit() int
+}
+
+// Request is what a policy knows of an arriving request.
+type Request struct {
+	// Priority is the request's class, 0 the most important.
+	Priority int
+	// User identifies the client (0 … Scenario.Users−1); retries keep it.
+	User int
 }
 
 // Env is what a policy is built with: the simulated clock and the server's
@@ -123,9 +130,9 @@ func FindPolicies(specs []PolicySpec, names []string) ([]PolicySpec, error) {
 
 type unbounded struct{}
 
-func (unbounded) Admit(int) (Ticket, bool) { return Ticket{}, true }
-func (unbounded) Done(Ticket, Outcome)     {}
-func (unbounded) Limit() int               { return -1 }
+func (unbounded) Admit(Request) (Ticket, bool) { return Ticket{}, true }
+func (unbounded) Done(Ticket, Outcome)         {}
+func (unbounded) Limit() int                   { return -1 }
 
 // GatePolicy runs a real sluice adaptive gate as a simulation policy. Build
 // it with the Env's clock (adaptive.WithClock(env.Clock)).
@@ -143,7 +150,7 @@ func NewGatePolicy(alg adaptive.Algorithm, opts ...adaptive.Option) (*GatePolicy
 }
 
 // Admit tries the gate without waiting.
-func (p *GatePolicy) Admit(int) (Ticket, bool) {
+func (p *GatePolicy) Admit(Request) (Ticket, bool) {
 	tok, ok := p.Gate.TryAcquire()
 	return Ticket{Token: tok}, ok
 }

@@ -170,29 +170,14 @@ func runRealtime(sc Scenario, spec PolicySpec, seed uint64, scale float64) (*Res
 	// The arrival process is the engine's own code (nextArrival, load),
 	// on an engine that does nothing else.
 	gen := &engine{sc: s, end: rt.end, capacity: capacity}
-	gen.rArr = rand.New(rand.NewPCG(seed, 1))
-	rPrio := rand.New(rand.NewPCG(seed, 3))
-	gen.rBurst = rand.New(rand.NewPCG(seed, 5))
-	maxLoad := 0.0
-	for _, p := range s.Load {
-		maxLoad = max(maxLoad, p.Load)
-	}
-	if s.Bursts != nil {
-		maxLoad = max(maxLoad, s.Bursts.Load)
-	}
-	gen.lamMax = maxLoad * capacity / 1e9
-	acc := 0.0
-	for _, c := range s.Classes {
-		acc += c.Share
-		gen.cumShare = append(gen.cumShare, acc)
-	}
+	gen.initArrivals(seed)
 	model := &engine{cores: float64(s.Server.Cores), kappa: s.Server.Contention}
 	rt.srv = &rtServer{rt: rt, in: make(chan *rtJob, 1024), model: model, done: make(chan struct{})}
 
 	rt.t0 = time.Now()
 	go rt.srv.run()
 	rt.wg.Add(1)
-	go rt.arrivals(gen, rPrio)
+	go rt.arrivals(gen)
 	time.Sleep(time.Until(rt.wall(rt.end)))
 	// Every wait of the run ends by the end of the scenario, so the
 	// stragglers (late because the process was not scheduled) finish now:
@@ -253,7 +238,7 @@ func (rt *rtRun) rollTo(t int64) {
 // arrivals plays the open-loop arrival process in wall-clock time, in the
 // engine's order of arrival and burst events, and starts one goroutine per
 // arrival.
-func (rt *rtRun) arrivals(gen *engine, rPrio *rand.Rand) {
+func (rt *rtRun) arrivals(gen *engine) {
 	defer rt.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -296,16 +281,12 @@ func (rt *rtRun) arrivals(gen *engine, rPrio *rand.Rand) {
 			return
 		}
 		wait(arrAt)
-		u := rPrio.Float64()
-		ci := 0
-		for ci < len(gen.cumShare)-1 && u >= gen.cumShare[ci] {
-			ci++
-		}
-		r := &request{prio: rt.sc.Classes[ci].Priority, first: arrAt, start: arrAt}
+		r := &request{first: arrAt, start: arrAt}
+		gen.classify(r)
 		rt.mu.Lock()
 		rt.budget = min(rt.budget+rt.sc.Retry.Budget, 100)
 		if arrAt >= rt.warm {
-			rt.m.requests[r.prio]++
+			rt.m.request(r)
 		}
 		rt.mu.Unlock()
 		rt.wg.Add(1)
@@ -328,7 +309,7 @@ func (rt *rtRun) attempt(r *request) {
 	rt.m.attempt(r)
 	rt.mu.Unlock()
 
-	tk, ok := rt.pol.Admit(r.prio)
+	tk, ok := rt.pol.Admit(Request{Priority: r.prio, User: r.user})
 	now := rt.now()
 	if now >= rt.end {
 		return

@@ -124,7 +124,11 @@ type Scenario struct {
 	Load    []Phase
 	Bursts  *Bursts
 	Classes []Class // empty: one class of priority 1
-	Retry   Retry
+	// Users is the number of distinct clients requests come from, each
+	// request's user drawn uniformly (default 1000); Jain's fairness index
+	// is taken over them.
+	Users int
+	Retry Retry
 	// SLO is the latency objective; zero means 10× the mean service time
 	// (CPU plus wait). Clients give up after Deadline (zero: 2×SLO).
 	SLO      time.Duration
@@ -154,6 +158,9 @@ func (sc *Scenario) withDefaults() Scenario {
 	}
 	if len(s.Classes) == 0 {
 		s.Classes = []Class{{Priority: 1, Share: 1}}
+	}
+	if s.Users == 0 {
+		s.Users = 1000
 	}
 	return s
 }
@@ -205,6 +212,9 @@ func (sc *Scenario) Validate() error {
 	}
 	if sum < 0.999 || sum > 1.001 {
 		bad("class shares sum to %v, want 1", sum)
+	}
+	if s.Users < 0 || s.Users > 1<<20 {
+		bad("users %d: need 0 (default) to 2^20", s.Users)
 	}
 	if s.Retry.Attempts < 0 || s.Retry.Budget < 0 || (s.Retry.Attempts > 1 && s.Retry.Backoff <= 0) {
 		bad("retry: attempts and budget must be ≥ 0, backoff > 0 with retries")

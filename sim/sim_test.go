@@ -97,6 +97,7 @@ func TestInvalidScenariosAreRejected(t *testing.T) {
 		{"lognormal", func(s *Scenario) { s.Server.Service = LogNormal(0, 1) }, "lognormal"},
 		{"bursts", func(s *Scenario) { s.Bursts = &Bursts{Load: 3, Length: time.Second, Period: time.Second} }, "bursts"},
 		{"retry", func(s *Scenario) { s.Retry = Retry{Attempts: 3} }, "retry"},
+		{"users", func(s *Scenario) { s.Users = -1 }, "users -1"},
 	}
 	for _, tt := range tests {
 		s := good
@@ -160,4 +161,24 @@ func BenchmarkSimulatedRequests(b *testing.B) {
 		n += r.Requests
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "req/s")
+}
+
+func TestJainOverUsers(t *testing.T) {
+	// Nothing refused: every user succeeds as often as any other.
+	r, err := Run(short(scenario(t, "no-harm"), 0.2), policy(t, "none"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Jain < 0.999 {
+		t.Fatalf("Jain %.4f with nothing refused", r.Jain)
+	}
+	// Under a 5× surge a limiter refuses users at random, unevenly but not
+	// by design: Jain stays high; the collapse of no limit fails everyone.
+	r, err = Run(short(scenario(t, "step-5x"), 0.2), policy(t, "static"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Jain < 0.9 || r.Jain >= 1 {
+		t.Fatalf("Jain %.4f under a surge", r.Jain)
+	}
 }

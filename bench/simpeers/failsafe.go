@@ -33,7 +33,7 @@ type failsafePolicy struct {
 	lim adaptivelimiter.AdaptiveLimiter[any]
 }
 
-func (p *failsafePolicy) Admit(int) (sim.Ticket, bool) {
+func (p *failsafePolicy) Admit(sim.Request) (sim.Ticket, bool) {
 	permit, ok := p.lim.TryAcquirePermit()
 	if !ok {
 		return sim.Ticket{}, false

@@ -233,19 +233,19 @@ func TestFailsafeAdmitRelease(t *testing.T) {
 	}
 	var held []sim.Ticket
 	for range 20 {
-		tk, ok := p.Admit(1)
+		tk, ok := p.Admit(sim.Request{Priority: 1})
 		if !ok {
 			t.Fatalf("refused with %d held", len(held))
 		}
 		held = append(held, tk)
 	}
-	if _, ok := p.Admit(1); ok {
+	if _, ok := p.Admit(sim.Request{Priority: 1}); ok {
 		t.Fatal("admitted a 21st request at limit 20")
 	}
 	p.Done(held[0], sim.Success)
 	p.Done(held[1], sim.Dropped)
 	for range 2 {
-		tk, ok := p.Admit(1)
+		tk, ok := p.Admit(sim.Request{Priority: 1})
 		if !ok {
 			t.Fatal("a released slot was not reusable")
 		}
@@ -265,8 +265,8 @@ type countingPolicy struct {
 	admitted, done atomic.Int64
 }
 
-func (c *countingPolicy) Admit(prio int) (sim.Ticket, bool) {
-	tk, ok := c.Policy.Admit(prio)
+func (c *countingPolicy) Admit(r sim.Request) (sim.Ticket, bool) {
+	tk, ok := c.Policy.Admit(r)
 	if ok {
 		c.admitted.Add(1)
 	}
