@@ -1,0 +1,415 @@
+package ratelimit
+
+import (
+	"errors"
+	"math/bits"
+	"time"
+)
+
+// State is the per-key state of FixedWindow, SlidingWindow, TokenBucket and
+// GCRA: two integers whose meaning depends on the algorithm.
+//
+//	FixedWindow    A: window number ⌊now/Period⌋   B: units admitted in it
+//	SlidingWindow  A: window number ⌊now/Period⌋   B: previous count<<32 | current count
+//	TokenBucket    A: units missing from a full bucket (see Policy)   B: when they were counted (Unix ns)
+//	GCRA           A: theoretical arrival time, whole Unix ns          B: its fraction, in 1/(Rate/g) ns
+//
+// The zero State is a fresh key's, and Decide returns the zero State for a
+// key that is back to a fresh key's state. A stored state also becomes a
+// fresh key's over time (Decide with n = 0 then returns the zero State); a
+// store may drop such a key at any moment without changing any decision, and
+// must never drop any other.
+type State struct{ A, B int64 }
+
+// outcome is a decision in nanoseconds, before it becomes a Result.
+type outcome struct {
+	allowed    bool
+	remaining  int64
+	retryAfter int64 // ns; 0 when allowed
+	resetAfter int64 // ns until the key's state is a fresh key's
+}
+
+func (o outcome) result(limit int64) Result {
+	return Result{
+		Allowed:    o.allowed,
+		Limit:      int(limit),
+		Remaining:  int(o.remaining),
+		RetryAfter: time.Duration(o.retryAfter),
+		ResetAfter: time.Duration(o.resetAfter),
+	}
+}
+
+// errNoState: SlidingLog keeps a log, not a State.
+var errNoState = errors.New("sluice/ratelimit: SlidingLog keeps a log per key, not a State; use a Store")
+
+// Decide is the whole arithmetic of FixedWindow, SlidingWindow, TokenBucket
+// and GCRA, as a pure function: for a key in state s, a request of cost n at
+// now (Unix nanoseconds), it returns the state to keep and the decision. A
+// refused request leaves the state as it was; n = 0 asks without taking. The
+// zero State returned means the key is back to a fresh key's state and may be
+// dropped. A Store that keeps State elsewhere must reproduce exactly these
+// decisions. Decide returns an error for SlidingLog and for an n outside
+// [0, Burst].
+func (p Policy) Decide(s State, now int64, n int) (State, Result, error) {
+	if p.alg == SlidingLog {
+		return s, Result{}, errNoState
+	}
+	if p.alg == 0 {
+		return s, Result{}, errors.New("sluice/ratelimit: zero Policy; use NewPolicy")
+	}
+	if n < 0 || int64(n) > p.burst {
+		return s, Result{}, costError(n, p.burst)
+	}
+	next, o := p.take(s, now, int64(n))
+	return next, o.result(p.burst), nil
+}
+
+// Reserve is the arithmetic of OpReserve, as a pure function: the leaky
+// bucket as a queue (TokenBucket and GCRA only). It takes n tokens from a
+// key in state s at now even if the bucket does not hold them yet, unless
+// the wait would exceed maxWait (then ok is false and s is returned as it
+// was), and returns the state to keep, how long the caller must wait, and
+// the mark that identifies the reservation for Refund.
+func (p Policy) Reserve(s State, now int64, n int, maxWait time.Duration) (next State, ok bool, delay time.Duration, mark State, err error) {
+	if !p.alg.reserves() {
+		return s, false, 0, State{}, errNoReserve(p.alg)
+	}
+	if n < 1 || int64(n) > p.burst {
+		return s, false, 0, State{}, costError(n, p.burst)
+	}
+	next, ok, d, mark := p.reserve(s, now, int64(n), int64(maxWait))
+	return next, ok, time.Duration(d), mark, nil
+}
+
+// Refund is the arithmetic of OpRefund, as a pure function: it gives back a
+// reservation of n tokens identified by mark, as far as no later
+// reservation relies on them and only if it is not yet due, and returns the
+// state to keep (TokenBucket and GCRA only).
+func (p Policy) Refund(s State, now int64, n int, mark State) (State, error) {
+	if !p.alg.reserves() {
+		return s, errNoReserve(p.alg)
+	}
+	if n < 1 || int64(n) > p.burst {
+		return s, costError(n, p.burst)
+	}
+	return p.refund(s, now, int64(n), mark), nil
+}
+
+// take dispatches to the algorithm. Requires 0 ≤ n ≤ burst and
+// p.alg != SlidingLog.
+func (p *Policy) take(s State, now, n int64) (State, outcome) {
+	switch p.alg {
+	case FixedWindow:
+		return p.fixedWindow(s, now, n)
+	case SlidingWindow:
+		return p.slidingWindow(s, now, n)
+	default:
+		return p.bucket(s, now, n)
+	}
+}
+
+// fixedWindow admits n units at now iff
+//
+//	c + n ≤ Rate,   where c is the count of window w = ⌊now/Period⌋ (0 if the state is of an older window)
+//
+// and then counts them: c' = c + n. Remaining = Rate − c'. A refused request
+// is admitted when the window ends, RetryAfter = (w+1)·Period − now (n ≤ Rate),
+// and so is the key's state fresh again (ResetAfter), unless c' = 0.
+func (p *Policy) fixedWindow(s State, now, n int64) (State, outcome) {
+	w, e := floorDivMod(now, p.period)
+	toEnd := p.period - e
+	c := s.B
+	if s.A != w {
+		c = 0
+	}
+	if n > p.burst-c { // c + n > Rate, without overflowing
+		return s, outcome{remaining: p.burst - c, retryAfter: toEnd, resetAfter: toEnd}
+	}
+	c += n
+	if c == 0 {
+		return State{}, outcome{allowed: true, remaining: p.burst}
+	}
+	return State{A: w, B: c}, outcome{allowed: true, remaining: p.burst - c, resetAfter: toEnd}
+}
+
+// slidingWindow is the sliding window counter. With w = ⌊now/Period⌋,
+// elapsed e = now − w·Period, the count of window w (curr) and of window w−1
+// (prev), the units of the rolling window are estimated, rounded up, as
+//
+//	est = curr + ⌈prev·(Period − e)/Period⌉
+//
+// and n units are admitted iff est + n ≤ Rate; then curr' = curr + n.
+// Remaining = Rate − est'. A refused request is admitted at the first instant
+// at which the same test passes, given no other traffic: later in this window
+// (when prev's weight has shrunk enough), or in the next one (where curr
+// becomes prev), or at the start of the one after (RetryAfter, exact). The
+// key is fresh again when both counts have left the rolling window: at the
+// end of the next window if curr' > 0, else at the end of this one.
+func (p *Policy) slidingWindow(s State, now, n int64) (State, outcome) {
+	const low = 1<<32 - 1
+	w, e := floorDivMod(now, p.period)
+	P, b := p.period, p.burst
+	var prev, curr int64
+	switch s.A {
+	case w:
+		prev, curr = int64(uint64(s.B)>>32), s.B&low
+	case w - 1:
+		prev = s.B & low
+	}
+	weight := mulDivCeil(prev, P-e, P)
+	if curr+n+weight > b {
+		o := outcome{remaining: max(0, b-curr-weight), resetAfter: P - e}
+		if curr > 0 {
+			o.resetAfter = 2*P - e
+		}
+		// Later in this window: need prev·(P−e') ≤ a·P, a = b − curr − n,
+		// i.e. e' ≥ P − ⌊a·P/prev⌋. Refused now means a < prev, so the
+		// quotient is below P.
+		if a := b - curr - n; a >= 0 {
+			if k := mulDiv(a, P, prev); k > 0 {
+				o.retryAfter = P - k - e
+				return s, o
+			}
+		}
+		// In the next window curr becomes prev: need curr·(P−x) ≤ (b−n)·P.
+		var x int64
+		if a := b - n; curr > a {
+			x = P - mulDiv(a, P, curr)
+		}
+		o.retryAfter = P - e + x
+		return s, o
+	}
+	curr += n
+	o := outcome{allowed: true, remaining: b - curr - weight}
+	switch {
+	case curr > 0:
+		o.resetAfter = 2*P - e
+	case prev > 0:
+		o.resetAfter = P - e
+	default:
+		return State{}, o
+	}
+	return State{A: w, B: prev<<32 | curr}, o
+}
+
+// bucket is the arithmetic of TokenBucket and GCRA, which are one algorithm
+// kept two ways. In units (see Policy: a token is p units, the bucket holds
+// cap = Burst·p, time refills r units per nanosecond), let D be the units
+// missing from a full bucket at now:
+//
+//	TokenBucket: D = max(0, A − (now − B)·r)           (A missing at instant B)
+//	GCRA:        D = max(0, TAT − now)·r               (TAT = A + B/r; T = Period/Rate = p/r)
+//
+// A request of cost n is admitted iff
+//
+//	D + n·p ≤ cap         (TokenBucket: n tokens are in the bucket;
+//	                       GCRA: TAT' − now ≤ τ + T with TAT' = max(TAT, now) + n·T, τ = (Burst−1)·T)
+//
+// and then D' = D + n·p (TAT' for GCRA). Remaining = ⌊(cap − D')/p⌋ tokens,
+// ResetAfter = ⌈D'/r⌉ (until the bucket is full), and a refused request is
+// admitted after RetryAfter = ⌈(D + n·p − cap)/r⌉.
+func (p *Policy) bucket(s State, now, n int64) (State, outcome) {
+	d := p.deficit(s, now)
+	need := d + n*p.p
+	if need > p.cap {
+		return s, outcome{
+			remaining:  max(0, p.cap-d) / p.p,
+			retryAfter: ceilDiv(need-p.cap, p.r),
+			resetAfter: ceilDiv(d, p.r),
+		}
+	}
+	return p.fromDeficit(need, now), outcome{
+		allowed:    true,
+		remaining:  (p.cap - need) / p.p,
+		resetAfter: ceilDiv(need, p.r),
+	}
+}
+
+// deficit returns D, the units missing from a full bucket at now (see bucket).
+func (p *Policy) deficit(s State, now int64) int64 {
+	if p.alg == GCRA {
+		if s.A < now {
+			return 0 // TAT = A + B/r < A + 1 ≤ now
+		}
+		return (s.A-now)*p.r + s.B
+	}
+	d := s.A
+	if d <= 0 {
+		return 0
+	}
+	el := now - s.B
+	if el <= 0 {
+		return d // a store's clock stepped back: refill nothing
+	}
+	if el > d/p.r {
+		return 0 // el·r > d, without overflowing
+	}
+	return d - el*p.r
+}
+
+// fromDeficit is the state of a bucket missing d units at now (the zero
+// State when it is full).
+func (p *Policy) fromDeficit(d, now int64) State {
+	if d <= 0 {
+		return State{}
+	}
+	if p.alg == GCRA {
+		return State{A: now + d/p.r, B: d % p.r}
+	}
+	return State{A: d, B: now}
+}
+
+// reserve is the leaky bucket as a queue: it takes n tokens at now even
+// when the bucket does not hold them, running into debt, and returns the
+// delay after which the request may go, ⌈(D + n·p − cap)/r⌉ (0 if the tokens
+// are there). It refuses, changing nothing, when the delay would exceed
+// maxWait or the debt would exceed the arithmetic's bound. The mark records
+// D' and now, to refund the reservation later. Buckets only.
+func (p *Policy) reserve(s State, now, n, maxWait int64) (next State, ok bool, delay int64, mark State) {
+	d := p.deficit(s, now)
+	need := d + n*p.p
+	if need > maxUnits {
+		return s, false, ceilDiv(need-p.cap, p.r), State{}
+	}
+	if need > p.cap {
+		delay = ceilDiv(need-p.cap, p.r)
+	}
+	if delay > maxWait {
+		return s, false, delay, State{}
+	}
+	return p.fromDeficit(need, now), true, delay, State{A: need, B: now}
+}
+
+// refund gives back a reservation of n tokens whose mark is m, as far as
+// nothing reserved after it relies on them: it returns n·p units minus the
+// units taken since the reservation, and nothing once the reservation's
+// delay has passed (its tokens are spent). Buckets only.
+func (p *Policy) refund(s State, now, n int64, m State) State {
+	if m.A <= p.cap {
+		return s // it went at once: spent
+	}
+	el := max(0, now-m.B)
+	if el >= ceilDiv(m.A-p.cap, p.r) {
+		return s // its delay has passed: spent
+	}
+	md := m.A - el*p.r // what the reservation alone would still leave missing
+	d := p.deficit(s, now)
+	give := n*p.p - max(0, d-md)
+	if give <= 0 {
+		return s
+	}
+	return p.fromDeficit(d-give, now)
+}
+
+// stampLog is a SlidingLog key's state: the instants of the units admitted
+// in the last Period, oldest first, in a ring that grows to at most Rate
+// entries.
+type stampLog struct {
+	ts   []int64
+	head int
+	n    int
+}
+
+func (l *stampLog) at(i int) int64 {
+	j := l.head + i
+	if j >= len(l.ts) {
+		j -= len(l.ts)
+	}
+	return l.ts[j]
+}
+
+// push appends k copies of t, growing the ring up to limit entries.
+func (l *stampLog) push(t int64, k, limit int) {
+	if l.n+k > len(l.ts) {
+		size := min(limit, max(4, 2*len(l.ts), l.n+k))
+		ts := make([]int64, size)
+		for i := range l.n {
+			ts[i] = l.at(i)
+		}
+		l.ts, l.head = ts, 0
+	}
+	for range k {
+		j := l.head + l.n
+		if j >= len(l.ts) {
+			j -= len(l.ts)
+		}
+		l.ts[j] = t
+		l.n++
+	}
+}
+
+// pop removes the k newest entries (an undone admission).
+func (l *stampLog) pop(k int) { l.n -= k }
+
+// slidingLog admits n units at now iff, with c the units admitted in the
+// half-open window (now − Period, now],
+//
+//	c + n ≤ Rate
+//
+// and records n stamps of now. Remaining = Rate − c'. A refused request is
+// admitted when the (c + n − Rate)-th oldest stamp t leaves the window,
+// RetryAfter = t + Period − now; the key is fresh when its newest stamp t
+// leaves, ResetAfter = t + Period − now.
+func (p *Policy) slidingLog(l *stampLog, now, n int64) outcome {
+	cutoff := now - p.period
+	for l.n > 0 && l.ts[l.head] <= cutoff {
+		l.head++
+		if l.head == len(l.ts) {
+			l.head = 0
+		}
+		l.n--
+	}
+	c := int64(l.n)
+	if c+n > p.burst {
+		return outcome{
+			remaining:  p.burst - c,
+			retryAfter: l.at(int(c+n-p.burst-1)) + p.period - now,
+			resetAfter: l.at(l.n-1) + p.period - now,
+		}
+	}
+	if n > 0 {
+		l.push(now, int(n), int(p.burst))
+	}
+	o := outcome{allowed: true, remaining: p.burst - int64(l.n)}
+	if l.n > 0 {
+		o.resetAfter = l.at(l.n-1) + p.period - now
+	}
+	return o
+}
+
+// floorDivMod returns ⌊a/b⌋ and a − b·⌊a/b⌋ for b > 0 (also for a < 0,
+// instants before 1970).
+func floorDivMod(a, b int64) (q, r int64) {
+	q, r = a/b, a%b
+	if r < 0 {
+		q, r = q-1, r+b
+	}
+	return q, r
+}
+
+// ceilDiv returns ⌈a/b⌉ for a ≥ 0, b > 0.
+func ceilDiv(a, b int64) int64 {
+	q := a / b
+	if q*b != a {
+		q++
+	}
+	return q
+}
+
+// mulDiv returns ⌊a·b/c⌋ for non-negative a, b and c > 0 with a·b/c < 2^63,
+// through a 128-bit product.
+func mulDiv(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	q, _ := bits.Div64(hi, lo, uint64(c))
+	return int64(q)
+}
+
+// mulDivCeil returns ⌈a·b/c⌉ under the conditions of mulDiv.
+func mulDivCeil(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	q, r := bits.Div64(hi, lo, uint64(c))
+	if r != 0 {
+		q++
+	}
+	return int64(q)
+}

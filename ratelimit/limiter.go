@@ -1,0 +1,410 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/clock"
+)
+
+// Result is a rate limit's decision on one request, with everything a
+// response needs to tell the caller (the HTTP RateLimit and Retry-After
+// headers are built from it). Example, for a token bucket of Burst 10 refilled
+// at 1 per second that holds 2 tokens and is asked for 3: Allowed false,
+// Limit 10, Remaining 2, RetryAfter 1s (the third token), ResetAfter 8s
+// (until the bucket is full).
+type Result struct {
+	// Allowed: the request was admitted and its cost counted. In shadow
+	// mode it is always true.
+	Allowed bool
+	// Shadowed: the limit would have refused the request, but it is in
+	// shadow mode (WithShadow), so it was admitted, and not counted.
+	Shadowed bool
+	// Limit is the most units the key can be granted at once: Burst (Rate
+	// for the window algorithms).
+	Limit int
+	// Remaining is how many more units the key would be granted right now,
+	// after this decision.
+	Remaining int
+	// RetryAfter is 0 when the request was admitted. When it was refused, it
+	// is exactly how long until the same request would be admitted, if the
+	// key sees no other traffic meanwhile.
+	RetryAfter time.Duration
+	// ResetAfter is how long until the key is back to a fresh key's state
+	// (a full bucket, empty windows), if it sees no other traffic.
+	ResetAfter time.Duration
+}
+
+// The errors of the package. Refusals are not errors (see Result); these
+// are for input that can never be decided and for stores that cannot
+// decide.
+var (
+	// ErrInvalidKey: the key is empty or longer than WithMaxKeyLen.
+	ErrInvalidKey = errors.New("sluice/ratelimit: invalid key")
+	// ErrInvalidCost: the cost n is below 1, or above the limit's Burst, so
+	// that the request could never be admitted.
+	ErrInvalidCost = errors.New("sluice/ratelimit: invalid cost")
+	// ErrTooManyKeys: the store holds its maximum of keys and none could be
+	// dropped to make room for a new one (see WithMaxKeys). It comes with a
+	// refusing Result: the request was not admitted, so a limit is never
+	// silently lifted; its RetryAfter is a hint, the time the limit takes to
+	// grant n units. Callers that prefer to fail open can admit on
+	// errors.Is(err, ErrTooManyKeys).
+	ErrTooManyKeys = errors.New("sluice/ratelimit: too many keys")
+	// ErrNoReserve: Reserve and Wait need TokenBucket or GCRA, which can
+	// lend against the future; the window algorithms cannot.
+	ErrNoReserve = errors.New("sluice/ratelimit: Reserve and Wait need TokenBucket or GCRA")
+	// ErrWouldExceedDeadline: Wait would have to wait past its context's
+	// deadline. It wraps context.DeadlineExceeded.
+	ErrWouldExceedDeadline = fmt.Errorf("sluice/ratelimit: wait would exceed the context deadline: %w", context.DeadlineExceeded)
+)
+
+func costError(n int, burst int64) error {
+	if n < 1 {
+		return fmt.Errorf("%w %d: must be at least 1", ErrInvalidCost, n)
+	}
+	return fmt.Errorf("%w %d: exceeds the burst of %d, so it could never be admitted", ErrInvalidCost, n, burst)
+}
+
+// Limiter is a per-key rate limit: one Algorithm and one Limit applied to
+// every key separately, with the keys' state in a Store (in memory by
+// default).
+//
+// Allow and AllowN decide at once and never wait. For the buckets
+// (TokenBucket, GCRA), Reserve and Wait treat the bucket as a queue: the
+// caller is granted its tokens ahead of time and told how long to wait.
+// Every decision is exact integer arithmetic in nanoseconds: at 100 per
+// second, 100 requests per second pass forever, none more.
+//
+// A Limiter is safe for concurrent use. On the in-memory store, AllowN on a
+// held key takes one shard lock and allocates nothing.
+type Limiter struct {
+	pol   Policy
+	tab   *stateTable // in-memory fast path, constant-state algorithms
+	logs  *logTable   // in-memory fast path, SlidingLog
+	tbl   table       // holds tab or logs
+	mem   *MemoryStore
+	store Store // nil when mem is set
+	timebase
+	maxKeyLen int
+	shadow    bool
+	obs       Observer
+	name      string
+	timer     TimerFunc
+}
+
+// New returns a rate limiter applying lim with alg to every key. It returns
+// an error naming every problem with lim and the options.
+func New(alg Algorithm, lim Limit, opts ...Option) (*Limiter, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	pol, perr := NewPolicy(alg, lim)
+	if err := errors.Join(perr, cfg.validate(false)); err != nil {
+		return nil, err
+	}
+	l := &Limiter{
+		pol:       pol,
+		timebase:  newTimebase(cfg.clock),
+		maxKeyLen: cfg.maxKeyLen,
+		shadow:    cfg.shadow,
+		obs:       cfg.observer,
+		name:      cfg.name,
+		timer:     cfg.timer,
+	}
+	if cfg.storeSet {
+		l.store = cfg.store
+		if m, ok := cfg.store.(*MemoryStore); ok {
+			l.store, l.mem = nil, m
+		}
+	} else {
+		l.mem, _ = NewMemoryStore(cfg.maxKeys)
+	}
+	if l.mem != nil {
+		l.tbl = l.mem.tableFor(pol)
+		l.tab, l.logs = l.tbl.st, l.tbl.lt
+	}
+	return l, nil
+}
+
+// timebase is a limiter's time: Unix nanoseconds, read as the Unix time of
+// the limiter's creation plus the monotonic time elapsed since on its clock.
+type timebase struct {
+	clk      clock.Clock
+	since    clock.Elapsed
+	sysClock bool
+	manual   bool
+	base     time.Time
+	baseNs   int64
+}
+
+func newTimebase(c clock.Clock) timebase {
+	tb := timebase{clk: c, sysClock: c == clock.System()}
+	_, tb.manual = c.(*clock.Manual)
+	if e, ok := c.(clock.Elapsed); ok {
+		tb.since = e
+	} else {
+		tb.since = subClock{c}
+	}
+	tb.base = c.Now()
+	tb.baseNs = tb.base.UnixNano()
+	return tb
+}
+
+type subClock struct{ c clock.Clock }
+
+func (s subClock) Since(t time.Time) time.Duration { return s.c.Now().Sub(t) }
+
+// now returns the current time in Unix nanoseconds. On the system clock it
+// is one monotonic clock read.
+func (tb *timebase) now() int64 {
+	if tb.sysClock {
+		return tb.baseNs + int64(time.Since(tb.base))
+	}
+	return tb.baseNs + int64(tb.since.Since(tb.base))
+}
+
+// nsOf converts t to Unix nanoseconds of this time base.
+func (tb *timebase) nsOf(t time.Time) int64 { return tb.baseNs + int64(t.Sub(tb.base)) }
+
+// timeOf converts Unix nanoseconds of this time base to a time.Time (with a
+// monotonic reading when the clock gives them).
+func (tb *timebase) timeOf(ns int64) time.Time { return tb.base.Add(time.Duration(ns - tb.baseNs)) }
+
+// Policy returns the limiter's algorithm and limit.
+func (l *Limiter) Policy() Policy { return l.pol }
+
+// Allow is shorthand for AllowN(ctx, key, 1).
+func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
+	return l.AllowN(ctx, key, 1)
+}
+
+// AllowN decides whether key may spend n units now, and if so counts them.
+// It never waits. It returns an error for an empty or too long key
+// (ErrInvalidKey), for n < 1 or n > Burst (ErrInvalidCost: such a request
+// could never be admitted), when the store is full (ErrTooManyKeys, with a
+// refusing Result) and when the store fails. ctx is passed to the store; the
+// in-memory store never blocks and ignores it.
+func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error) {
+	if err := l.check(key, n); err != nil {
+		return Result{}, err
+	}
+	now := l.now()
+	var o outcome
+	var err error
+	switch {
+	case l.tab != nil:
+		o, err = l.tab.take(key, now, int64(n))
+	case l.logs != nil:
+		o, err = l.logs.take(key, now, int64(n))
+	default:
+		req := [1]Request{{Key: key, Policy: &l.pol, N: n}}
+		if err = l.store.Apply(ctx, l.timeOf(now), req[:]); err != nil && !errors.Is(err, ErrTooManyKeys) {
+			return Result{}, err
+		}
+		return l.finish(req[0].Result, n), err
+	}
+	return l.finish(o.result(l.pol.burst), n), err
+}
+
+// finish applies shadow mode to a decision and reports it.
+func (l *Limiter) finish(res Result, n int) Result {
+	if l.shadow && !res.Allowed {
+		res.Allowed, res.Shadowed = true, true
+	}
+	if l.obs != nil {
+		l.obs.RateDecision(l.name, n, res)
+	}
+	return res
+}
+
+// check validates a key and a cost.
+func (l *Limiter) check(key string, n int) error {
+	if len(key) == 0 || len(key) > l.maxKeyLen {
+		return keyError(key, l.maxKeyLen)
+	}
+	if n < 1 || int64(n) > l.pol.burst {
+		return costError(n, l.pol.burst)
+	}
+	return nil
+}
+
+// A Reservation is a grant of tokens ahead of time by Reserve: the holder
+// may act once its delay has passed, or give the tokens back with Cancel.
+type Reservation struct {
+	r        reservation
+	canceled atomic.Bool
+}
+
+type reservation struct {
+	lim   *Limiter
+	key   string
+	n     int
+	ok    bool
+	ready int64 // limiter time at which the holder may act
+	mark  State
+}
+
+// OK reports whether the tokens were granted. A reservation is refused when
+// the caller would have had to wait past its context's deadline.
+func (r *Reservation) OK() bool { return r.r.ok }
+
+// Delay is shorthand for DelayFrom(now on the limiter's clock).
+func (r *Reservation) Delay() time.Duration {
+	return r.DelayFrom(r.r.lim.clk.Now())
+}
+
+// DelayFrom returns how long after t the holder must wait before acting: 0
+// once the reservation is due. For a refused reservation it is the wait it
+// would have needed.
+func (r *Reservation) DelayFrom(t time.Time) time.Duration {
+	return time.Duration(max(0, r.r.ready-r.r.lim.nsOf(t)))
+}
+
+// ReadyAt returns the instant at which the holder may act.
+func (r *Reservation) ReadyAt() time.Time { return r.r.lim.timeOf(r.r.ready) }
+
+// Cancel is shorthand for CancelAt(now on the limiter's clock).
+func (r *Reservation) Cancel() error { return r.CancelAt(r.r.lim.clk.Now()) }
+
+// CancelAt gives the reservation's tokens back at t, as far as no later
+// reservation relies on them (those keep their place in the queue), and
+// only if the reservation is not yet due: once its delay has passed its
+// tokens count as spent. A refused reservation has nothing to give back, and
+// a second Cancel does nothing.
+func (r *Reservation) CancelAt(t time.Time) error {
+	if !r.r.ok || !r.canceled.CompareAndSwap(false, true) {
+		return nil
+	}
+	return r.r.lim.refund(context.Background(), &r.r, r.r.lim.nsOf(t))
+}
+
+// Reserve takes n tokens from key's bucket now, ahead of time if the bucket
+// does not hold them yet (the leaky bucket as a queue), and returns a
+// Reservation saying how long the caller must wait before acting. It never
+// waits itself. If ctx has a deadline and the wait would pass it, nothing is
+// taken and the Reservation is not OK. Reserve needs TokenBucket or GCRA
+// (else ErrNoReserve) and returns the errors of AllowN for bad input.
+//
+// Reservations may put a bucket into debt; while it is, Allow refuses and
+// later reservations queue behind. Shadow mode does not apply: a reservation
+// is the caller's own schedule, not a decision to refuse.
+func (l *Limiter) Reserve(ctx context.Context, key string, n int) (*Reservation, error) {
+	r, err := l.reserve(ctx, key, n)
+	if err != nil {
+		return nil, err
+	}
+	return &Reservation{r: r}, nil
+}
+
+func (l *Limiter) reserve(ctx context.Context, key string, n int) (reservation, error) {
+	if !l.pol.alg.reserves() {
+		return reservation{}, errNoReserve(l.pol.alg)
+	}
+	if err := l.check(key, n); err != nil {
+		return reservation{}, err
+	}
+	now := l.now()
+	maxWait := int64(math.MaxInt64) // no deadline: no bound
+	if dl, ok := ctx.Deadline(); ok {
+		maxWait = max(0, l.nsOf(dl)-now)
+	}
+	r := reservation{lim: l, key: key, n: n}
+	var delay int64
+	if l.tab != nil {
+		var err error
+		r.ok, delay, r.mark, err = l.tab.reserve(key, now, int64(n), maxWait)
+		if err != nil {
+			return reservation{}, err
+		}
+	} else {
+		wait := time.Duration(maxWait)
+		switch maxWait {
+		case math.MaxInt64:
+			wait = 0 // Request.MaxWait: 0 means no bound
+		case 0:
+			wait = -1 // and a negative one, no wait at all
+		}
+		req := [1]Request{{Key: key, Policy: &l.pol, Op: OpReserve, N: n, MaxWait: wait}}
+		if err := l.store.Apply(ctx, l.timeOf(now), req[:]); err != nil {
+			return reservation{}, err
+		}
+		r.ok, delay, r.mark = req[0].Result.Allowed, int64(req[0].Delay), req[0].Mark
+	}
+	r.ready = now + delay
+	return r, nil
+}
+
+// refund gives a reservation back at now.
+func (l *Limiter) refund(ctx context.Context, r *reservation, now int64) error {
+	if l.tab != nil {
+		l.tab.refund(r.key, now, int64(r.n), r.mark)
+		return nil
+	}
+	req := [1]Request{{Key: r.key, Policy: &l.pol, Op: OpRefund, N: r.n, Mark: r.mark}}
+	return l.store.Apply(ctx, l.timeOf(now), req[:])
+}
+
+// Wait reserves n tokens of key's bucket and waits until they are due. If
+// ctx ends first, it gives the tokens back (see Reservation.CancelAt) and
+// returns ctx.Err(); if ctx's deadline would pass before they are due, it
+// takes nothing and returns ErrWouldExceedDeadline at once. It needs
+// TokenBucket or GCRA and returns the errors of Reserve.
+//
+// Wait uses a time.Timer, except on a *clock.Manual, where it returns once
+// the clock has been moved past the delay by another goroutine, yielding the
+// processor meanwhile; WithTimer replaces both.
+func (l *Limiter) Wait(ctx context.Context, key string, n int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r, err := l.reserve(ctx, key, n)
+	if err != nil {
+		return err
+	}
+	if !r.ok {
+		return ErrWouldExceedDeadline
+	}
+	delay := r.ready - l.now()
+	if delay <= 0 {
+		return nil
+	}
+	if l.timer == nil && l.manual {
+		for l.now() < r.ready {
+			select {
+			case <-ctx.Done():
+				_ = l.refund(context.WithoutCancel(ctx), &r, l.now())
+				return ctx.Err()
+			default:
+				runtime.Gosched()
+			}
+		}
+		return nil
+	}
+	newTimer := l.timer
+	if newTimer == nil {
+		newTimer = systemTimer
+	}
+	c, stop := newTimer(time.Duration(delay))
+	defer stop()
+	select {
+	case <-c:
+		return nil
+	case <-ctx.Done():
+		_ = l.refund(context.WithoutCancel(ctx), &r, l.now())
+		return ctx.Err()
+	}
+}
+
+func systemTimer(d time.Duration) (<-chan time.Time, func() bool) {
+	t := time.NewTimer(d)
+	return t.C, t.Stop
+}

@@ -1,0 +1,140 @@
+// Package ratelimittest checks that a ratelimit.Store decides exactly as the
+// in-memory store does: the conformance suite every Store runs in its tests.
+package ratelimittest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// Run replays random traces of requests, for every algorithm and several
+// limits, through a new store made by newStore and through a MemoryStore,
+// and fails t at the first Result, Delay, Mark or error that differs. The
+// traces cover single requests (OpAllow with costs 0 to Burst, OpReserve and
+// OpRefund for the buckets) and, separately, batches of two or more requests
+// over several keys and policies that must commit all or nothing, with
+// shadow requests among them.
+//
+// The store must decide at the time Apply is given, not at a clock of its
+// own: a store that reads a server's clock needs a test mode for this suite.
+// Keys are unique to each run in a process, so a store may be shared
+// between runs; the traces are the same in every run.
+func Run(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
+	t.Helper()
+	limits := []ratelimit.Limit{
+		{Rate: 5, Period: time.Second},
+		{Rate: 3, Period: time.Second / 3, Burst: 7},
+		{Rate: 100, Period: time.Minute},
+		{Rate: 7, Period: 10 * time.Nanosecond},
+	}
+	algs := []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingLog, ratelimit.SlidingWindow, ratelimit.TokenBucket, ratelimit.GCRA}
+	for _, alg := range algs {
+		for i, lim := range limits {
+			p, err := ratelimit.NewPolicy(alg, lim)
+			if err != nil {
+				continue // a burst the window algorithms do not take
+			}
+			t.Run(fmt.Sprintf("%v/%d", alg, i), func(t *testing.T) {
+				runTrace(t, newStore(t), []*ratelimit.Policy{&p}, uint64(i))
+			})
+		}
+	}
+	t.Run("batches", func(t *testing.T) {
+		var ps []*ratelimit.Policy
+		for i, alg := range algs {
+			p, err := ratelimit.NewPolicy(alg, limits[i%2*2]) // burst = rate
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps = append(ps, &p)
+		}
+		runTrace(t, newStore(t), ps, 99)
+	})
+}
+
+// runs makes each trace's keys unique, in a process.
+var runs atomic.Uint64
+
+// runTrace sends the same random requests to s and to an oracle.
+func runTrace(t *testing.T, s ratelimit.Store, ps []*ratelimit.Policy, seed uint64) {
+	t.Helper()
+	oracle, err := ratelimit.NewMemoryStore(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	prefix := fmt.Sprintf("ratelimittest:%d:%d:", runs.Add(1), seed)
+	ctx := context.Background()
+	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(r.Int64N(int64(time.Hour))))
+	type held struct {
+		req  ratelimit.Request
+		done bool
+	}
+	var reservations []held
+	period := ps[0].Limit().Period
+	for step := range 400 {
+		switch r.IntN(4) {
+		case 0:
+		case 1:
+			now = now.Add(time.Duration(r.Int64N(int64(period/10) + 1)))
+		default:
+			now = now.Add(time.Duration(r.Int64N(int64(period) + 1)))
+		}
+		var reqs []ratelimit.Request
+		switch {
+		case len(ps) > 1: // a batch of at least two, over several policies and keys
+			for len(reqs) < 2 {
+				for _, p := range ps {
+					if r.IntN(3) == 0 {
+						continue
+					}
+					reqs = append(reqs, ratelimit.Request{
+						Key: prefix + fmt.Sprint(r.IntN(3)), Policy: p, N: 1 + r.IntN(2), Shadow: r.IntN(5) == 0,
+					})
+				}
+			}
+		default:
+			p := ps[0]
+			burst := p.Limit().Burst
+			req := ratelimit.Request{Key: prefix + fmt.Sprint(r.IntN(4)), Policy: p, N: r.IntN(burst + 1)}
+			reserves := p.Algorithm() == ratelimit.TokenBucket || p.Algorithm() == ratelimit.GCRA
+			switch op := r.IntN(10); {
+			case reserves && op == 0:
+				req.Op, req.N = ratelimit.OpReserve, 1+r.IntN(burst)
+				req.MaxWait = time.Duration(r.Int64N(int64(3*period) + 1))
+			case reserves && op == 1 && len(reservations) > 0:
+				i := r.IntN(len(reservations))
+				if reservations[i].done {
+					continue
+				}
+				reservations[i].done = true
+				req = reservations[i].req
+				req.Op = ratelimit.OpRefund
+			}
+			reqs = append(reqs, req)
+		}
+		got := append([]ratelimit.Request(nil), reqs...)
+		errGot := s.Apply(ctx, now, got)
+		want := append([]ratelimit.Request(nil), reqs...)
+		errWant := oracle.Apply(ctx, now, want)
+		if (errGot == nil) != (errWant == nil) {
+			t.Fatalf("step %d: error %v, want %v", step, errGot, errWant)
+		}
+		for i := range got {
+			if got[i].Result != want[i].Result || got[i].Delay != want[i].Delay || got[i].Mark != want[i].Mark {
+				t.Fatalf("step %d, request %d (%v, op %d, n %d on %q): got %+v delay %v mark %+v; want %+v delay %v mark %+v",
+					step, i, got[i].Policy, got[i].Op, got[i].N, got[i].Key,
+					got[i].Result, got[i].Delay, got[i].Mark, want[i].Result, want[i].Delay, want[i].Mark)
+			}
+			if got[i].Op == ratelimit.OpReserve && got[i].Result.Allowed {
+				reservations = append(reservations, held{req: got[i]})
+			}
+		}
+	}
+}

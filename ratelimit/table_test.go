@@ -1,0 +1,113 @@
+package ratelimit
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+)
+
+// The table agrees with a map through random inserts, updates, sweeps,
+// growth and shrinking; every probe sequence stays intact (backward shift
+// deletion leaves no holes in a cluster).
+func TestTableMatchesMap(t *testing.T) {
+	m, _ := NewMemoryStore(1 << 20)
+	var tab shards[State]
+	tab.seed, tab.store = m.seed, m
+	tab.fresh = func(s *State, _ int64) bool { return s.A == 0 } // A = 0 marks an entry to drop
+	want := map[string]int64{}
+	r := rand.New(rand.NewPCG(1, 1))
+	check := func(step int) {
+		total := 0
+		for i := range tab.s {
+			sh := &tab.s[i]
+			total += sh.n
+			for j := range sh.slots {
+				if sh.slots[j].kp == nil {
+					continue
+				}
+				k := sh.slots[j].key()
+				h := tab.hash(k)
+				if got, ok := sh.find(k, h); !ok || got != j {
+					t.Fatalf("step %d: key %q at slot %d is found at %d, %v", step, k, j, got, ok)
+				}
+				if h&(numShards-1) != uint64(i) {
+					t.Fatalf("step %d: key %q in the wrong shard", step, k)
+				}
+			}
+		}
+		if total != len(want) || int(m.keys.Load()) != len(want) {
+			t.Fatalf("step %d: table holds %d (store counts %d), map %d", step, total, m.keys.Load(), len(want))
+		}
+		for k, v := range want {
+			h := tab.hash(k)
+			sh := tab.shardOf(h)
+			i, ok := sh.find(k, h)
+			if !ok || sh.slots[i].val.A != v {
+				t.Fatalf("step %d: key %q: found %v", step, k, ok)
+			}
+		}
+	}
+	for step := range 40000 {
+		k := fmt.Sprint("k", r.IntN(3000))
+		h := tab.hash(k)
+		sh := tab.shardOf(h)
+		i, ok := sh.find(k, h)
+		switch op := r.IntN(10); {
+		case op < 5: // insert or update
+			v := 1 + r.Int64N(100)
+			if ok {
+				sh.slots[i].val.A = v
+			} else if _, err := tab.insert(sh, k, h, State{A: v}, 0); err != nil {
+				t.Fatal(err)
+			}
+			want[k] = v
+		case op < 8: // mark for dropping; a sweep finds it
+			if ok {
+				sh.slots[i].val.A = 0
+				sh.slots[i].meta &^= used
+				delete(want, k)
+			}
+		default:
+			for j := range sh.slots {
+				sh.slots[j].meta &^= used
+			}
+			tab.sweep(sh, 0, len(sh.slots), true)
+		}
+		if step%500 == 0 {
+			// Drop every marked entry, so the comparison is exact.
+			for i := range tab.s {
+				for tab.sweep(&tab.s[i], 0, len(tab.s[i].slots)+1, false) > 0 {
+				}
+			}
+			check(step)
+		}
+	}
+}
+
+func TestShardSize(t *testing.T) {
+	if s := unsafe.Sizeof(shard[State]{}); s != 128 {
+		t.Fatalf("shard is %d bytes, want 128", s)
+	}
+	if s := unsafe.Sizeof(entry[State]{}); s != 32 {
+		t.Fatalf("entry is %d bytes, want 32", s)
+	}
+}
+
+// The memory of a held key, measured: about 40–60 bytes plus the key's own
+// bytes for the constant-state algorithms. (BenchmarkBytesPerKey measures
+// it at a million keys.)
+func TestBytesPerKey(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("allocates many keys")
+	}
+	const n = 1 << 17
+	keys := benchKeys(n)
+	for _, alg := range []Algorithm{FixedWindow, SlidingWindow, TokenBucket, GCRA} {
+		perKey := bytesPerKey(t, alg, keys)
+		t.Logf("%v: %.1f bytes per key at %d keys (key bytes excluded)", alg, perKey, n)
+		if perKey > 64 {
+			t.Errorf("%v: %.1f bytes per key, want at most 64", alg, perKey)
+		}
+	}
+}
