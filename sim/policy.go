@@ -7,6 +7,7 @@ import (
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/gradient"
+	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/vegas"
 )
 
@@ -93,15 +94,23 @@ func BuiltinPolicies() []PolicySpec {
 			return NewGatePolicy(adaptive.Fixed(e.TunedLimit()), adaptive.WithClock(e.Clock))
 		}},
 		{Name: "gradient", Description: "sluice adaptive gate with Gradient", New: func(e Env) (Policy, error) {
-			// The median is robust to heavy tails; SLO/8 on the median is
-			// about SLO/5.5 on the mean for exponential-like service times.
-			return NewGatePolicy(gradient.New(gradient.WithInitialLimit(e.Cores), gradient.WithMaxRTT(e.SLO/8), gradient.WithTolerance(2.5)),
-				adaptive.WithClock(e.Clock), adaptive.WithMaxLimit(10000), adaptive.WithPercentile(0.5))
+			return newGradientGate(e)
 		}},
 		{Name: "vegas", Description: "sluice adaptive gate with Vegas", New: func(e Env) (Policy, error) {
 			opts := append(vegas.Proportional(0.3, 0.6), vegas.WithInitialLimit(e.Cores), vegas.WithMaxRTT(e.SLO/8))
 			return NewGatePolicy(vegas.New(opts...),
 				adaptive.WithClock(e.Clock), adaptive.WithMaxLimit(10000), adaptive.WithPercentile(0.5))
+		}},
+		{Name: "shed-gradient", Description: "priority shedder in front of the gradient gate", New: func(e Env) (Policy, error) {
+			g, err := newGradientGate(e)
+			if err != nil {
+				return nil, err
+			}
+			s, err := shed.New(g.Gate, shed.WithClock(e.Clock), shed.WithReserve(0.35))
+			if err != nil {
+				return nil, err
+			}
+			return &ShedPolicy{Shedder: s, Gate: g.Gate}, nil
 		}},
 		{Name: "aimd", Description: "sluice adaptive gate with AIMD", New: func(e Env) (Policy, error) {
 			return NewGatePolicy(adaptive.NewAIMD(adaptive.AIMDInitial(e.Cores), adaptive.AIMDTimeout(e.SLO/4)),
@@ -166,3 +175,36 @@ func (p *GatePolicy) Done(t Ticket, o Outcome) {
 
 // Limit returns the gate's limit.
 func (p *GatePolicy) Limit() int { return p.Gate.Limit() }
+
+// newGradientGate is the gradient policy: the gate with the Gradient
+// algorithm, given the SLO. The median is robust to heavy tails; SLO/8 on the
+// median is about SLO/5.5 on the mean for exponential-like service times.
+func newGradientGate(e Env) (*GatePolicy, error) {
+	return NewGatePolicy(gradient.New(gradient.WithInitialLimit(e.Cores), gradient.WithMaxRTT(e.SLO/8), gradient.WithTolerance(2.5)),
+		adaptive.WithClock(e.Clock), adaptive.WithMaxLimit(10000), adaptive.WithPercentile(0.5))
+}
+
+// ShedPolicy runs a priority shedder in front of a gate. Scenario
+// priorities 0…3 map to shed.CriticalPlus…shed.Sheddable.
+type ShedPolicy struct {
+	Shedder *shed.Shedder
+	Gate    *adaptive.Limiter
+}
+
+// Admit sheds by level, then tries the gate.
+func (p *ShedPolicy) Admit(r Request) (Ticket, bool) {
+	tok, d := p.Shedder.TryAcquire(shed.Priority(r.Priority), uint64(r.User))
+	return Ticket{Token: tok}, d.Admitted
+}
+
+// Done releases the token: Success as a sample, Dropped as a drop.
+func (p *ShedPolicy) Done(t Ticket, o Outcome) {
+	if o == Success {
+		t.Token.Success()
+	} else {
+		t.Token.Dropped()
+	}
+}
+
+// Limit returns the gate's limit.
+func (p *ShedPolicy) Limit() int { return p.Gate.Limit() }

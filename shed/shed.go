@@ -1,0 +1,344 @@
+// Package shed is sluice's priority load shedder: when the process is
+// saturated it drops the least important work first, consistently per user,
+// and without flapping.
+//
+// A Shedder sits in front of an adaptive gate (adaptive.Limiter). Every
+// request has a Priority on the SRE book's criticality ladder and, optionally,
+// a user; together they give a level,
+//
+//	level = priority · Cohorts + cohort(user)
+//
+// where cohort(user) is a hash of the user id that is re-drawn every
+// rotation period, so a shed user is shed for all of their requests (not half
+// of every session), and not forever. Requests at or above the cutoff level
+// are refused at once, cheaply; the others try the gate. The cutoff follows
+// the gate's saturation: it tightens fast when the gate refuses requests the
+// shedder let through, and relaxes slowly once the gate has room again
+// (hysteresis), so lower levels are always refused before higher ones.
+package shed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/clock"
+)
+
+// Priority is a request's criticality; lower values are more important.
+type Priority uint8
+
+// The criticality ladder of the SRE book.
+const (
+	// CriticalPlus: the most important traffic; shed last, and its failure
+	// is user-visible and serious.
+	CriticalPlus Priority = iota
+	// Critical: the default for user-facing requests.
+	Critical
+	// SheddablePlus: batch or background work that may be retried later.
+	SheddablePlus
+	// Sheddable: best-effort work, shed first.
+	Sheddable
+	// Priorities is the number of priorities.
+	Priorities
+)
+
+var priorityNames = [...]string{"critical_plus", "critical", "sheddable_plus", "sheddable"}
+
+// String returns the priority's snake-case name.
+func (p Priority) String() string {
+	if p < Priorities {
+		return priorityNames[p]
+	}
+	return fmt.Sprintf("Priority(%d)", uint8(p))
+}
+
+// Cohorts is the number of user cohorts within a priority.
+const Cohorts = 128
+
+// levels is the number of distinct levels.
+const levels = int(Priorities) * Cohorts
+
+// ErrShed is returned by Acquire when a request is shed; it wraps
+// adaptive.ErrLimitExceeded, so code that handles the gate's refusals handles
+// it too.
+var ErrShed = fmt.Errorf("%w: shed (priority too low for the current load)", adaptive.ErrLimitExceeded)
+
+// Decision says why a request was refused and when to come back.
+type Decision struct {
+	// Admitted reports whether a token was granted.
+	Admitted bool
+	// Shed is true when the request was refused for its level (as opposed to
+	// the gate being full).
+	Shed bool
+	// RetryAfter is a hint for the client: the shedder's relaxation time.
+	RetryAfter time.Duration
+}
+
+// Shedder admits requests by priority in front of an adaptive gate. It is
+// safe for concurrent use and starts no goroutine: its control loop runs on
+// the request that finds the interval due.
+type Shedder struct {
+	gate     *adaptive.Limiter
+	clk      clock.Clock
+	since    clock.Elapsed
+	epoch    time.Time
+	interval int64 // ns
+	rotation int64 // ns; 0: no rotation
+	tighten  float64
+	relax    float64
+	reserve  float64
+
+	cutoff  atomic.Int64 // levels below it may try the gate
+	nextAt  atomic.Int64 // ns since epoch when the control loop is due
+	busy    atomic.Bool
+	arrived [levels]atomic.Int64 // arrivals per level in this interval
+	tried   atomic.Int64         // arrivals below the cutoff
+	refused atomic.Int64         // of which the gate refused
+	peak    atomic.Int64         // most in flight seen at an admission this interval
+	rate    float64              // target refusal rate; guarded by busy
+}
+
+// Option configures a Shedder.
+type Option func(*config)
+
+type config struct {
+	clock    clock.Clock
+	interval time.Duration
+	rotation time.Duration
+	tighten  float64
+	relax    float64
+	reserve  float64
+}
+
+// WithClock sets the clock (default clock.System()); give it the gate's.
+func WithClock(c clock.Clock) Option { return func(cfg *config) { cfg.clock = c } }
+
+// WithInterval sets how often the cutoff is revised (default 100ms).
+func WithInterval(d time.Duration) Option { return func(cfg *config) { cfg.interval = d } }
+
+// WithCohortRotation sets how often users are re-drawn into cohorts (default
+// 1 minute; 0 keeps a user in one cohort forever).
+func WithCohortRotation(d time.Duration) Option { return func(cfg *config) { cfg.rotation = d } }
+
+// WithTighten sets how fast the refusal target rises: each interval in which
+// the gate refused requests the shedder let through, the target refusal rate
+// grows by tighten × the refused share of the traffic (default 1: at once).
+func WithTighten(f float64) Option { return func(cfg *config) { cfg.tighten = f } }
+
+// WithRelax sets how fast the refusal target falls once the gate has room:
+// by at least this much per interval, and at least a tenth of the target
+// (default 0.01: at the default interval, from shedding 70% to none in about
+// 3 s).
+func WithRelax(f float64) Option { return func(cfg *config) { cfg.relax = f } }
+
+// WithReserve keeps a share of the gate's limit for CriticalPlus and
+// Critical: lower priorities are refused while in-flight is above
+// (1 − share)·limit (default 0; Stripe keeps 0.2).
+func WithReserve(share float64) Option { return func(cfg *config) { cfg.reserve = share } }
+
+// New returns a Shedder in front of gate.
+func New(gate *adaptive.Limiter, opts ...Option) (*Shedder, error) {
+	cfg := config{clock: clock.System(), interval: 100 * time.Millisecond, rotation: time.Minute, tighten: 1, relax: 0.01}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("sluice/shed: "+format, args...)) }
+	if gate == nil {
+		bad("New(nil): a gate is required")
+	}
+	if cfg.clock == nil {
+		bad("WithClock(nil)")
+	}
+	if cfg.interval <= 0 {
+		bad("interval %v: must be positive", cfg.interval)
+	}
+	if cfg.rotation < 0 {
+		bad("cohort rotation %v: must not be negative", cfg.rotation)
+	}
+	if !(cfg.tighten > 0 && cfg.tighten <= 10) {
+		bad("tighten %v: must be in (0, 10]", cfg.tighten)
+	}
+	if !(cfg.relax > 0 && cfg.relax <= 1) {
+		bad("relax %v: must be in (0, 1]", cfg.relax)
+	}
+	if !(cfg.reserve >= 0 && cfg.reserve < 1) {
+		bad("reserve %v: must be in [0, 1)", cfg.reserve)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	s := &Shedder{
+		gate: gate, clk: cfg.clock, interval: int64(cfg.interval), rotation: int64(cfg.rotation),
+		tighten: cfg.tighten, relax: cfg.relax, reserve: cfg.reserve,
+	}
+	if e, ok := cfg.clock.(clock.Elapsed); ok {
+		s.since = e
+	} else {
+		s.since = subClock{cfg.clock}
+	}
+	s.epoch = cfg.clock.Now()
+	s.cutoff.Store(int64(levels))
+	s.nextAt.Store(s.interval)
+	return s, nil
+}
+
+type subClock struct{ c clock.Clock }
+
+func (s subClock) Since(t time.Time) time.Duration { return s.c.Now().Sub(t) }
+
+// Level returns the level of a request of priority p from user at the
+// current time: p·Cohorts + cohort(user).
+func (s *Shedder) Level(p Priority, user uint64) int {
+	return s.level(p, user, int64(s.since.Since(s.epoch)))
+}
+
+func (s *Shedder) level(p Priority, user uint64, now int64) int {
+	p = min(p, Priorities-1)
+	epoch := uint64(0)
+	if s.rotation > 0 {
+		epoch = uint64(now / s.rotation)
+	}
+	// Cohort: a hash of the user and the rotation epoch, so a user keeps
+	// their cohort (and so their fate) for a whole epoch.
+	return int(p)*Cohorts + int(mix(user^epoch*0x9E3779B97F4A7C15)%Cohorts)
+}
+
+// mix is the splitmix64 finaliser: a fast, well-spread hash of x.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xBF58476D1CE4E5B9
+	x ^= x >> 27
+	x *= 0x94D049BB133111EB
+	return x ^ x>>31
+}
+
+// Cutoff returns the current cutoff level: requests at or above it are shed.
+// Levels() means nothing is shed.
+func (s *Shedder) Cutoff() int { return int(s.cutoff.Load()) }
+
+// Levels returns the number of levels, Priorities·Cohorts.
+func Levels() int { return levels }
+
+// TryAcquire admits a request of priority p from user, never waiting. It
+// allocates nothing, on admission or refusal.
+func (s *Shedder) TryAcquire(p Priority, user uint64) (adaptive.Token, Decision) {
+	now := int64(s.since.Since(s.epoch))
+	if now >= s.nextAt.Load() {
+		s.update(now)
+	}
+	lvl := s.level(p, user, now)
+	s.arrived[lvl].Add(1)
+	if int64(lvl) >= s.cutoff.Load() {
+		return adaptive.Token{}, Decision{Shed: true, RetryAfter: s.retryAfter()}
+	}
+	if s.reserve > 0 && p >= SheddablePlus &&
+		float64(s.gate.InFlight()) >= (1-s.reserve)*float64(s.gate.Limit()) {
+		return adaptive.Token{}, Decision{Shed: true, RetryAfter: s.retryAfter()}
+	}
+	s.tried.Add(1)
+	tok, ok := s.gate.TryAcquire()
+	if !ok {
+		s.refused.Add(1)
+		return adaptive.Token{}, Decision{RetryAfter: s.retryAfter()}
+	}
+	if n := int64(s.gate.InFlight()); n > s.peak.Load() {
+		s.peak.Store(n) // racy max: a lost update only delays relaxing
+	}
+	return tok, Decision{Admitted: true}
+}
+
+// retryAfter is the hint given with a refusal: the time the cutoff needs to
+// relax by one priority at the current settings, at least one interval.
+func (s *Shedder) retryAfter() time.Duration {
+	return time.Duration(float64(s.interval) * max(1, 0.25/s.relax))
+}
+
+// relaxShare is the least share of the refusal target given up per interval
+// with room: after a surge the shedder lets traffic back in within seconds,
+// a tenth at a time, not all at once.
+const relaxShare = 0.1
+
+// headroom is the share of the gate's limit below which the gate is taken to
+// have room, and the shedder relaxes.
+const headroom = 0.85
+
+// update revises the cutoff once per interval:
+//
+//	refused share  r_i = refused / arrivals          (this interval, at the gate)
+//	target rate    R  ← R + tighten·r_i·(1 − R)     if the gate refused anyone
+//	               R  ← max(0, R − max(relax, R/10)) if in-flight stayed below 85% of the limit
+//	               R  unchanged                      otherwise (hysteresis)
+//	cutoff            = the level below which a share 1 − R of this
+//	                    interval's arrivals lie (the CDF of their levels)
+//
+// so the lowest levels go first, and the cutoff tightens within an interval
+// of saturation but relaxes slowly.
+func (s *Shedder) update(now int64) {
+	if !s.busy.CompareAndSwap(false, true) {
+		return
+	}
+	defer s.busy.Store(false)
+	if now < s.nextAt.Load() {
+		return
+	}
+	s.nextAt.Store(now + s.interval)
+	var counts [levels]int64
+	var total int64
+	for i := range s.arrived {
+		counts[i] = s.arrived[i].Swap(0)
+		total += counts[i]
+	}
+	tried, refused, peak := s.tried.Swap(0), s.refused.Swap(0), s.peak.Swap(0)
+	switch {
+	case refused > 0 && tried > 0:
+		share := float64(refused) / float64(total)
+		s.rate += s.tighten * share * (1 - s.rate)
+	case float64(peak) < headroom*float64(s.gate.Limit()):
+		s.rate = max(0, s.rate-max(s.relax, s.rate*relaxShare))
+	default:
+		// The gate came close to full without refusing: hold (the band
+		// between headroom and full is the hysteresis).
+	}
+	s.rate = min(s.rate, 1)
+	if total == 0 || s.rate == 0 {
+		s.cutoff.Store(int64(levels))
+		return
+	}
+	keep := int64(math.Round((1 - s.rate) * float64(total)))
+	var seen int64
+	cut := levels
+	for i, c := range counts {
+		if seen+c > keep {
+			cut = i
+			break
+		}
+		seen += c
+	}
+	s.cutoff.Store(int64(cut))
+}
+
+// Acquire is TryAcquire with an error: ErrShed when the request was shed for
+// its level, the gate's adaptive.ErrLimitExceeded when the gate was full. It
+// does not wait (the shedder sits in front of the gate's queue, if any).
+func (s *Shedder) Acquire(ctx context.Context, p Priority, user uint64) (adaptive.Token, error) {
+	if err := ctx.Err(); err != nil {
+		return adaptive.Token{}, err
+	}
+	tok, d := s.TryAcquire(p, user)
+	switch {
+	case d.Admitted:
+		return tok, nil
+	case d.Shed:
+		return adaptive.Token{}, ErrShed
+	default:
+		return adaptive.Token{}, adaptive.ErrLimitExceeded
+	}
+}

@@ -1,0 +1,208 @@
+package shed
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/clock"
+)
+
+var t0 = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func newShedder(t *testing.T, limit int, opts ...Option) (*Shedder, *adaptive.Limiter, *clock.Manual) {
+	t.Helper()
+	c := clock.NewManual(t0)
+	g, err := adaptive.New(adaptive.Fixed(limit), adaptive.WithClock(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(g, append([]Option{WithClock(c), WithCohortRotation(0)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, g, c
+}
+
+// overload offers n requests per interval, a quarter per priority and 64
+// users each, holding every admitted token for the interval, for k
+// intervals; it returns the admitted count per priority in the last one.
+func overload(s *Shedder, c *clock.Manual, n, k int) [Priorities]int {
+	var got [Priorities]int
+	for range k {
+		got = [Priorities]int{}
+		var toks []adaptive.Token
+		for i := range n {
+			p := Priority(i % int(Priorities))
+			tok, d := s.TryAcquire(p, uint64(i/int(Priorities)%64))
+			if d.Admitted {
+				got[p]++
+				toks = append(toks, tok)
+			}
+		}
+		c.Advance(100 * time.Millisecond)
+		for _, tok := range toks {
+			tok.Success()
+		}
+	}
+	return got
+}
+
+func TestLowerPrioritiesAreShedFirst(t *testing.T) {
+	s, _, c := newShedder(t, 40)
+	got := overload(s, c, 400, 30) // 10× the gate
+	if got[CriticalPlus] < 40*8/10 && got[Critical] > 0 {
+		t.Fatalf("admitted %v: critical-plus starved while critical got in", got)
+	}
+	for p := CriticalPlus; p < Sheddable; p++ {
+		if got[p] < got[p+1] {
+			t.Fatalf("admitted %v: %v got less than %v (inversion)", got, p, p+1)
+		}
+	}
+	if got[Sheddable] != 0 || got[SheddablePlus] != 0 {
+		t.Fatalf("admitted %v: sheddable work admitted under 10× overload", got)
+	}
+	if s.Cutoff() > 2*Cohorts {
+		t.Fatalf("cutoff %d: sheddable levels still admitted", s.Cutoff())
+	}
+}
+
+func TestTightensFastRelaxesSlowly(t *testing.T) {
+	s, _, c := newShedder(t, 40)
+	overload(s, c, 400, 1)
+	overload(s, c, 400, 1)
+	tight := s.Cutoff()
+	if tight >= Levels() {
+		t.Fatalf("cutoff %d after two overloaded intervals: did not tighten", tight)
+	}
+	// Load falls to a quarter of the gate: the cutoff relaxes, but not at
+	// once — and within a few seconds it has let everyone back in.
+	overload(s, c, 10, 1)
+	if s.Cutoff() == Levels() {
+		t.Fatal("relaxed completely in one interval (flapping)")
+	}
+	overload(s, c, 10, 50)
+	if s.Cutoff() != Levels() {
+		t.Fatalf("cutoff %d after 5 s of light load: stuck", s.Cutoff())
+	}
+}
+
+func TestCohortsAreConsistentPerUserAndRotate(t *testing.T) {
+	s, _, _ := newShedder(t, 10)
+	for u := range uint64(1000) {
+		if a, b := s.Level(Critical, u), s.Level(Critical, u); a != b {
+			t.Fatalf("user %d: levels %d and %d", u, a, b)
+		}
+		if l := s.Level(Critical, u); l < int(Critical)*Cohorts || l >= int(Critical+1)*Cohorts {
+			t.Fatalf("level %d outside critical's range", l)
+		}
+	}
+	c := clock.NewManual(t0)
+	g, _ := adaptive.New(adaptive.Fixed(10), adaptive.WithClock(c))
+	r, err := New(g, WithClock(c), WithCohortRotation(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for u := range uint64(1000) {
+		before := r.Level(Sheddable, u)
+		c.Advance(time.Millisecond)
+		if r.Level(Sheddable, u) != before {
+			t.Fatal("cohort changed within a rotation period")
+		}
+	}
+	moved := 0
+	for u := range uint64(1000) {
+		if r.level(Sheddable, u, 0) != r.level(Sheddable, u, int64(time.Minute)) {
+			moved++
+		}
+	}
+	if moved < 900 {
+		t.Fatalf("only %d of 1000 users changed cohort after a rotation", moved)
+	}
+}
+
+func TestReserveKeepsRoomForCriticalWork(t *testing.T) {
+	s, g, _ := newShedder(t, 10, WithReserve(0.2))
+	for range 8 {
+		if _, d := s.TryAcquire(Sheddable, 1); !d.Admitted {
+			t.Fatal("sheddable refused below the reserve")
+		}
+	}
+	if _, d := s.TryAcquire(SheddablePlus, 1); d.Admitted || !d.Shed {
+		t.Fatalf("sheddable-plus admitted into the reserve: %+v", d)
+	}
+	for range 2 {
+		if _, d := s.TryAcquire(Critical, 1); !d.Admitted {
+			t.Fatal("critical refused with the reserve free")
+		}
+	}
+	if g.InFlight() != 10 {
+		t.Fatalf("in flight %d", g.InFlight())
+	}
+}
+
+func TestAcquireErrors(t *testing.T) {
+	s, _, c := newShedder(t, 1)
+	tok, err := s.Acquire(context.Background(), Critical, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tok.Success()
+	if _, err := s.Acquire(context.Background(), Critical, 2); !errors.Is(err, adaptive.ErrLimitExceeded) || errors.Is(err, ErrShed) {
+		t.Fatalf("full gate: %v", err)
+	}
+	overload(s, c, 100, 3)
+	var shed int
+	for u := range uint64(100) {
+		if _, err := s.Acquire(context.Background(), Sheddable, u); errors.Is(err, ErrShed) {
+			shed++
+		}
+	}
+	if shed == 0 {
+		t.Fatal("nothing shed under overload")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Acquire(ctx, CriticalPlus, 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v", err)
+	}
+}
+
+func TestRejectionsDoNotAllocate(t *testing.T) {
+	s, _, c := newShedder(t, 4)
+	overload(s, c, 200, 3)
+	allocs := testing.AllocsPerRun(1000, func() {
+		s.TryAcquire(Sheddable, 7)
+		if tok, d := s.TryAcquire(CriticalPlus, 7); d.Admitted {
+			tok.Success()
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per decision", allocs)
+	}
+}
+
+func TestValidation(t *testing.T) {
+	g, _ := adaptive.New(adaptive.Fixed(1))
+	for _, tt := range []struct {
+		opt  Option
+		want string
+	}{
+		{WithInterval(0), "interval"},
+		{WithCohortRotation(-1), "cohort rotation"},
+		{WithTighten(0), "tighten"},
+		{WithRelax(2), "relax"},
+		{WithReserve(1), "reserve"},
+		{WithClock(nil), "WithClock(nil)"},
+	} {
+		if _, err := New(g, tt.opt); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("error %v, want it to mention %q", err, tt.want)
+		}
+	}
+	if _, err := New(nil); err == nil {
+		t.Error("New(nil) accepted")
+	}
+}
