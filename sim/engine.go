@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/shed"
 )
 
 // epoch is the wall time the simulated clock starts at.
@@ -136,7 +137,8 @@ type engine struct {
 	cumShare []float64
 
 	// retries
-	budget float64
+	budget   float64
+	throttle *shed.Throttle // clients' adaptive throttling; nil: none
 
 	free []*request
 	m    metricsAcc
@@ -177,6 +179,11 @@ func Run(sc Scenario, spec PolicySpec, seed uint64) (*Result, error) {
 		return nil, fmt.Errorf("sim: policy %s: %w", spec.Name, err)
 	}
 	e.pol = pol
+	if k := s.Retry.Throttle; k > 0 {
+		if e.throttle, err = shed.NewThrottle(shed.ThrottleClock(e.clk), shed.ThrottleK(k), shed.ThrottleSeed(seed)); err != nil {
+			return nil, err
+		}
+	}
 	if s.Bursts != nil {
 		e.schedule(int64(e.rBurst.ExpFloat64()*float64(s.Bursts.Period-s.Bursts.Length)), evBurst, nil)
 	}
@@ -401,12 +408,18 @@ func (e *engine) arrival() {
 	e.schedule(e.nextArrival(e.now), evArrival, nil)
 }
 
-// attempt is one try of a request reaching the server.
+// attempt is one try of a request: the client may refuse it locally
+// (throttling); otherwise it reaches the server.
 func (e *engine) attempt(r *request) {
 	r.start = e.now
 	r.counted = e.now >= e.warm
-	e.m.attempt(r)
 	e.setClock()
+	if e.throttle != nil && !e.throttle.Allow(shed.Priority(r.prio)) {
+		e.m.throttled(r)
+		e.retryOrFail(r)
+		return
+	}
+	e.m.attempt(r)
 	t, ok := e.pol.Admit(Request{Priority: r.prio, User: r.user})
 	if !ok {
 		e.m.reject(r)
@@ -466,6 +479,9 @@ func (e *engine) finish(r *request) {
 	e.setClock()
 	if ontime {
 		e.pol.Done(r.ticket, Success)
+		if e.throttle != nil {
+			e.throttle.Accepted(shed.Priority(r.prio))
+		}
 	} else {
 		e.pol.Done(r.ticket, Dropped)
 	}
@@ -504,20 +520,12 @@ func (e *engine) timeout(r *request) {
 // retryOrFail schedules the next attempt of r's request, if the retry
 // policy allows, or records the request as failed.
 func (e *engine) retryOrFail(r *request) {
-	rt := e.sc.Retry
-	if r.attempt+1 >= rt.Attempts || (rt.Budget > 0 && e.budget < 1) {
+	delay, ok := e.sc.Retry.next(r.attempt, &e.budget, e.rRetry.Float64())
+	if !ok {
 		e.m.fail(r)
 		return
 	}
-	if rt.Budget > 0 {
-		e.budget--
-	}
 	n := e.newRequest()
 	n.prio, n.user, n.first, n.attempt = r.prio, r.user, r.first, r.attempt+1
-	// Capped exponential backoff with full jitter.
-	ceil := float64(rt.Backoff) * math.Pow(2, float64(r.attempt))
-	if rt.MaxBackoff > 0 {
-		ceil = min(ceil, float64(rt.MaxBackoff))
-	}
-	e.schedule(e.now+1+int64(e.rRetry.Float64()*ceil), evRetry, n)
+	e.schedule(e.now+delay, evRetry, n)
 }

@@ -61,7 +61,8 @@ type Result struct {
 	LimitCoV        float64          `json:"limit_cov"`           // coefficient of variation of the limit on the plateau
 	WastedRatio     float64          `json:"wasted_ratio"`        // CPU work that produced no on-time success
 	RetryAmp        float64          `json:"retry_amplification"`
-	Jain            float64          `json:"jain"` // Jain's index of the users' success ratios
+	ThrottledRatio  float64          `json:"throttled_ratio"` // attempts the clients refused locally (not sent)
+	Jain            float64          `json:"jain"`            // Jain's index of the users' success ratios
 	PerPriority     []PriorityResult `json:"per_priority"`
 	Targets         []TargetResult   `json:"targets,omitempty"`
 	Pass            bool             `json:"pass"`
@@ -86,6 +87,7 @@ type metricsAcc struct {
 	capHits   int64
 	good      int64
 	ontime    int64
+	local     int64 // attempts refused by the client's throttle
 	requests  [MaxPriorities]int64
 	success   [MaxPriorities]int64
 	pAttempts [MaxPriorities]int64
@@ -157,6 +159,13 @@ func (m *metricsAcc) reject(r *request) {
 	}
 	if r.start >= m.recoverAt {
 		m.lateRej++
+	}
+}
+
+// throttled counts an attempt the client refused locally (not sent).
+func (m *metricsAcc) throttled(r *request) {
+	if r.counted {
+		m.local++
 	}
 }
 
@@ -271,6 +280,9 @@ func (m *metricsAcc) result(s *Scenario, policy string, seed uint64, capacity fl
 	}
 	if m.firsts > 0 {
 		r.RetryAmp = float64(m.attempts) / float64(m.firsts)
+	}
+	if m.attempts+m.local > 0 {
+		r.ThrottledRatio = float64(m.local) / float64(m.attempts+m.local)
 	}
 	if m.total > 0 {
 		r.WastedRatio = m.wasted / m.total
@@ -440,6 +452,8 @@ func (r *Result) metric(name string) (float64, bool) {
 		return r.LimitCoV, true
 	case "wasted_ratio":
 		return r.WastedRatio, true
+	case "throttled_ratio":
+		return r.ThrottledRatio, true
 	case "retry_amplification":
 		return r.RetryAmp, true
 	case "jain":

@@ -434,21 +434,13 @@ func (rt *rtRun) finish(r *request, tk Ticket, fin int64) {
 // time at, if the retry policy allows, or records the request as failed.
 // The caller holds rt.mu.
 func (rt *rtRun) retryOrFail(r *request, at int64) {
-	p := rt.sc.Retry
-	if r.attempt+1 >= p.Attempts || (p.Budget > 0 && rt.budget < 1) {
+	delay, ok := rt.sc.Retry.next(r.attempt, &rt.budget, rt.rRetry.Float64())
+	if !ok {
 		rt.m.fail(r)
 		return
 	}
-	if p.Budget > 0 {
-		rt.budget--
-	}
-	// Capped exponential backoff with full jitter, as in the engine.
-	ceil := float64(p.Backoff) * math.Pow(2, float64(r.attempt))
-	if p.MaxBackoff > 0 {
-		ceil = min(ceil, float64(p.MaxBackoff))
-	}
-	n := &request{prio: r.prio, first: r.first, attempt: r.attempt + 1}
-	n.start = at + 1 + int64(rt.rRetry.Float64()*ceil)
+	n := &request{prio: r.prio, user: r.user, first: r.first, attempt: r.attempt + 1}
+	n.start = at + delay
 	if n.start >= rt.end {
 		return
 	}

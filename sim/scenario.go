@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sluicehq/sluice/shed"
 )
 
 // Server describes the simulated server.
@@ -84,6 +86,26 @@ type Retry struct {
 	// Budget caps retries at this fraction of first attempts (0: no cap):
 	// each first attempt earns Budget tokens, each retry spends one.
 	Budget float64
+	// Throttle, if positive, is K of the clients' adaptive throttling
+	// (shed.Throttle, per priority over a 1-minute window): clients refuse
+	// locally, without sending, with probability
+	// max(0, (requests − K·accepts)/(requests + 1)). Run only (RunRealtime
+	// ignores it).
+	Throttle float64
+}
+
+// next decides whether attempt (0 for the first) of a failed request is
+// retried, spending from budget (the retries saved so far) when the policy
+// has one, and returns the delay before the retry: shed.Backoff's capped
+// exponential backoff with full jitter, u uniform in [0, 1).
+func (rt Retry) next(attempt int, budget *float64, u float64) (int64, bool) {
+	if attempt+1 >= rt.Attempts || (rt.Budget > 0 && *budget < 1) {
+		return 0, false
+	}
+	if rt.Budget > 0 {
+		*budget--
+	}
+	return int64(shed.Backoff{Base: rt.Backoff, Max: rt.MaxBackoff}.Delay(attempt+1, 0, u)), true
 }
 
 // Target is one pass/fail check of a run: the named metric (a field of
@@ -212,6 +234,9 @@ func (sc *Scenario) Validate() error {
 	}
 	if sum < 0.999 || sum > 1.001 {
 		bad("class shares sum to %v, want 1", sum)
+	}
+	if t := s.Retry.Throttle; t < 0 || (t > 0 && t < 1) || t > 100 {
+		bad("retry throttle K %v: need 0 (off) or 1 to 100", t)
 	}
 	if s.Users < 0 || s.Users > 1<<20 {
 		bad("users %d: need 0 (default) to 2^20", s.Users)

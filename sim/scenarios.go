@@ -139,14 +139,16 @@ func Scenarios() []Scenario {
 		},
 		{
 			Name:        "priorities-retries",
-			Description: "4 priority classes (10/20/30/40%) at 3× capacity for 60 s, clients retry 3 times with backoff and a 10% budget",
+			Description: "4 priority classes (10/20/30/40%) at 3× capacity for 60 s; clients retry 3 times with backoff, a 10% budget and adaptive throttling",
 			Duration:    100 * time.Second, Warmup: 10 * time.Second,
 			Server:  nominal(),
 			Load:    steps(0.5, 20, 3, 60, 0.5),
 			Classes: []Class{{0, 0.1}, {1, 0.2}, {2, 0.3}, {3, 0.4}},
-			Retry:   Retry{Attempts: 4, Backoff: 50 * time.Millisecond, MaxBackoff: time.Second, Budget: 0.1},
+			Retry:   Retry{Attempts: 4, Backoff: 50 * time.Millisecond, MaxBackoff: time.Second, Budget: 0.1, Throttle: 2},
 			Change:  20 * time.Second, Recover: 85 * time.Second,
 			Targets: []Target{
+				AtLeast("p0_success", 0.999),
+				AtLeast("p1_success", 0.99),
 				AtMost("retry_amplification", 1.1),
 				AtMost("late_reject_ratio", 0.01),
 			},
