@@ -37,6 +37,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		for _, s := range allSc {
 			fmt.Fprintf(tw, "%s\t%s\n", s.Name, s.Description)
 		}
+		listSeedScenarios(tw) // seed-* scenarios: seeds.go
 		fmt.Fprintln(tw, "\nPOLICY\tDESCRIPTION")
 		for _, p := range allPol {
 			fmt.Fprintf(tw, "%s\t%s\n", p.Name, p.Description)
@@ -45,9 +46,15 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	scs, pols := allSc, allPol
+	seedScs := sim.SeedScenarios() // seed-* scenarios: seeds.go
 	var err error
 	if *scenarios != "" {
-		if scs, err = sim.FindScenarios(allSc, strings.Split(*scenarios, ",")); err != nil {
+		names := strings.Split(*scenarios, ",")
+		if names, seedScs, err = splitSeedScenarios(names); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
+		if scs, err = sim.FindScenarios(allSc, names); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 2
 		}
@@ -62,6 +69,12 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	if *seeds < 1 {
 		fmt.Fprintln(stderr, "sluice sim: -seeds must be at least 1")
 		return 2
+	}
+	if len(scs) == 0 { // only seed-* scenarios: seeds.go
+		if *out != "" {
+			fmt.Fprintln(stderr, "sluice sim: -out reports the policy scenarios; there is none to report")
+		}
+		return runSeedScenarios(stdout, stderr, seedScs, *seed, *seeds, *asJSON, false)
 	}
 	type job struct{ k, i, j int }
 	// all[k] holds the results of seed seed+k.
@@ -119,6 +132,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	default:
 		code = printTable(stdout, *seed, scs, pols, results, errs)
 	}
+	code = max(code, runSeedScenarios(stdout, stderr, seedScs, *seed, *seeds, *asJSON, true)) // seeds.go
 	if *out != "" {
 		rs := &runSet{args: append([]string{"sim"}, args...), seed: *seed, scs: scs, pols: pols, results: results, errs: errs}
 		if err := writeReport(*out, rs); err != nil {
