@@ -30,7 +30,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	allSc, allPol := sim.Scenarios(), sim.BuiltinPolicies()
+	allSc, allPol := sim.Scenarios(), append(sim.BuiltinPolicies(), sim.ExtraPolicies()...)
 	if *list {
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "SCENARIO\tDESCRIPTION")
@@ -45,7 +45,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		tw.Flush()
 		return 0
 	}
-	scs, pols := allSc, allPol
+	scs, pols := allSc, sim.BuiltinPolicies()
 	seedScs := sim.SeedScenarios() // seed-* scenarios: seeds.go
 	var err error
 	if *scenarios != "" {
