@@ -24,10 +24,13 @@ const status = `built so far:
              observer hooks
   gradient   Gradient2-style algorithm
   vegas      Vegas-style algorithm
+  ratelimit  per-key rate limits: five algorithms, tiers, shadow mode,
+             concurrency leases, in-memory store
+  shed       priority load shedder, client throttle, retry budget, backoff
   metrics    the observer interfaces
   sim        discrete-event simulator (sluice sim), real-time mode
-not built yet: ratelimit, ratelimit/redisstore, shed, interceptors,
-               metrics/prom, metrics/gometrics, sluice demo
+not built yet: ratelimit/redisstore, interceptors, metrics/prom,
+               metrics/gometrics, sluice demo
 `
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
