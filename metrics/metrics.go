@@ -93,3 +93,43 @@ func (GateBase) GateRelease(GateRelease, time.Duration) {}
 
 // GateLimit does nothing.
 func (GateBase) GateLimit(int, int) {}
+
+// RateDecision is one decision of a per-key rate limiter (package
+// ratelimit), as reported to a RateObserver. Keys are never reported, so
+// metric labels stay bounded.
+type RateDecision struct {
+	// Cost is the request's cost (n of AllowN).
+	Cost int
+	// Allowed reports whether the request was admitted. In shadow mode it is
+	// always true and Shadowed says whether the limit would have refused.
+	Allowed  bool
+	Shadowed bool
+	// Limit is the limit's size (its burst) and Remaining what is left of it
+	// after the decision.
+	Limit, Remaining int
+	// RetryAfter is, for a refusal, the time until the request would be
+	// admitted (0 when admitted).
+	RetryAfter time.Duration
+}
+
+// RateObserver receives the decisions of rate limiters and concurrency
+// limiters of package ratelimit (its WithObserver). Embed RateBase to
+// implement only the methods you need; methods added to this interface later
+// will come with a no-op in RateBase.
+type RateObserver interface {
+	// RateDecision reports one decision of the limiter named limiter. For
+	// tiers, every tier reports its own decision.
+	RateDecision(limiter string, d RateDecision)
+	// LeaseExpired reports a concurrency lease that was neither released nor
+	// renewed in time and whose slot was taken back.
+	LeaseExpired(limiter string)
+}
+
+// RateBase implements RateObserver with methods that do nothing.
+type RateBase struct{}
+
+// RateDecision does nothing.
+func (RateBase) RateDecision(string, RateDecision) {}
+
+// LeaseExpired does nothing.
+func (RateBase) LeaseExpired(string) {}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/metrics"
 )
 
 // Concurrency bounds the requests in flight per key (Stripe's
@@ -33,7 +35,7 @@ type Concurrency struct {
 	keys      atomic.Int64
 	maxKeyLen int
 	shadow    bool
-	obs       Observer
+	obs       metrics.RateObserver
 	name      string
 	seed      maphash.Seed
 	next      atomic.Uint32 // the next shard reclaim looks at
@@ -154,7 +156,7 @@ func (c *Concurrency) Acquire(ctx context.Context, key string) (Lease, Result, e
 		res.Allowed, res.Shadowed = true, true
 	}
 	if c.obs != nil {
-		c.obs.RateDecision(c.name, 1, res)
+		observe(c.obs, c.name, 1, res)
 	}
 	return lease, res, err
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/metrics"
 )
 
 // Result is a rate limit's decision on one request, with everything a
@@ -93,7 +94,7 @@ type Limiter struct {
 	timebase
 	maxKeyLen int
 	shadow    bool
-	obs       Observer
+	obs       metrics.RateObserver
 	name      string
 	timer     TimerFunc
 }
@@ -221,7 +222,7 @@ func (l *Limiter) finish(res Result, n int) Result {
 		res.Allowed, res.Shadowed = true, true
 	}
 	if l.obs != nil {
-		l.obs.RateDecision(l.name, n, res)
+		observe(l.obs, l.name, n, res)
 	}
 	return res
 }

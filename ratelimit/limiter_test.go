@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/metrics"
 )
 
 // opaqueStore hides a MemoryStore behind the Store interface, so that a
@@ -183,14 +184,14 @@ var conformanceTests = []conformance{
 }
 
 type countingObserver struct {
-	ObserverBase
+	metrics.RateBase
 	decisions, shadowed, expired atomic.Int64
 	name                         atomic.Value
 }
 
-func (o *countingObserver) RateDecision(name string, n int, res Result) {
+func (o *countingObserver) RateDecision(name string, d metrics.RateDecision) {
 	o.decisions.Add(1)
-	if res.Shadowed {
+	if d.Shadowed {
 		o.shadowed.Add(1)
 	}
 	o.name.Store(name)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/metrics"
 )
 
 // An Option configures a Limiter or a Concurrency limiter. Options are
@@ -39,7 +40,7 @@ type config struct {
 	maxKeysSet  bool
 	maxKeyLen   int
 	shadow      bool
-	observer    Observer
+	observer    metrics.RateObserver
 	nilObserver bool
 	name        string
 	timer       TimerFunc
@@ -102,8 +103,8 @@ func WithShadow(on bool) Option {
 }
 
 // WithObserver reports every decision of Allow, AllowN, Tiers and
-// Concurrency to o. The default reports nothing.
-func WithObserver(o Observer) Option {
+// Concurrency to o (see metrics.RateObserver). The default reports nothing.
+func WithObserver(o metrics.RateObserver) Option {
 	return optionFunc(func(cfg *config) {
 		cfg.observer = o
 		cfg.nilObserver = o == nil
