@@ -42,11 +42,14 @@ type Gradient struct {
 	err       error
 
 	limit     float64
-	baseline  float64 // ns; 0 until the first sample
-	smoothed  float64 // ns: EMA of the window RTTs, factor 1/2
-	slow      float64 // ns: EMA of the window RTTs, factor 1/5
-	pressure  float64 // EMA of the share of refused callers
-	seen      int     // windows with samples
+	baseline  float64       // ns; 0 until the first sample
+	smoothed  float64       // ns: EMA of the window RTTs, factor 1/2
+	slow      float64       // ns: EMA of the window RTTs, factor 1/5
+	pressure  float64       // EMA of the share of refused callers
+	seen      int           // windows with samples
+	hist      [4][2]float64 // the last windows' (max in flight, RTT)
+	histN     int
+	kneeRTT   float64 // ns: the lowest RTT while seeking the knee; 0 when not seeking
 	deadBand  float64
 	slowStart bool
 	// stale-baseline detection: the RTT and limit when the current run of
@@ -179,7 +182,9 @@ func (g *Gradient) Baseline() time.Duration { return time.Duration(g.baseline) }
 //	gradient = clamp(bound / rtt, minGradient, 1)   (drops: ≤ 1 − drop share)
 //	bound    = relief · min(tol · baseline, maxRTT)   (relief: see below)
 //	full     = MaxInFlight ≥ L or Rejected > 0
-//	proposal = L · gradient          full (or drops) and gradient < 1
+//	proposal = L ± 1                 gradient < 1 but shrinking stopped lowering
+//	                                 the RTT: seek the knee (see futile)
+//	         = L · gradient          full (or drops) and gradient < 1
 //	         = L                     rtt within the dead band [0.9·bound, bound]
 //	         = 2L                    full, gradient = 1, slow start
 //	         = L + headroom(L)       full, gradient = 1
@@ -215,12 +220,33 @@ func (g *Gradient) Update(s adaptive.Sample) int {
 		grad = min(grad, 1-(share-g.dropLevel()))
 	}
 	grad = max(grad, g.minGrad)
+	if grad >= 1 {
+		g.kneeRTT = 0 // the bound is met again
+	}
 	var proposal float64
 	switch {
+	case grad < 1 && (g.kneeRTT > 0 || g.futile(s, g.smoothed)):
+		// Shrinking the number in flight stopped making the RTT faster: the
+		// service itself is slower and the bound cannot be met. Shrinking
+		// further would only refuse work, so seek the knee instead: probe
+		// up by one while the RTT stays within 10% of the lowest seen, step
+		// back when it rises by a fifth (queueing again).
+		g.slowStart = false
+		if g.kneeRTT == 0 || g.smoothed < g.kneeRTT {
+			g.kneeRTT = g.smoothed
+		}
+		switch {
+		case g.smoothed <= 1.1*g.kneeRTT && full:
+			proposal = g.limit + 1
+		case g.smoothed > 1.2*g.kneeRTT:
+			proposal = g.limit - 1
+		default:
+			proposal = g.limit
+		}
 	case grad < 1 && (full || share > g.dropLevel()):
 		g.slowStart = false
 		proposal = g.limit * grad
-	case !full || grad < 1 || max(judged, g.smoothed) > g.deadBand*g.bound(s):
+	case !full || grad < 1 || !g.growable(max(judged, g.smoothed), s):
 		// Not full, or within the dead band just under the bound (judged
 		// also by the smoothed RTT, so one lucky window does not grow it):
 		// hold, rather than oscillate across the bound.
@@ -281,6 +307,31 @@ func (g *Gradient) bound(s adaptive.Sample) float64 {
 		b = min(b, float64(g.maxRTT))
 	}
 	return g.relief(s) * max(b, g.knee)
+}
+
+// futile records the window and reports whether, over the last three
+// windows, in-flight fell by a fifth or more while the RTT fell by less than
+// 10%: less concurrency no longer helps (the service itself is slower).
+func (g *Gradient) futile(s adaptive.Sample, rtt float64) bool {
+	g.hist[g.histN%len(g.hist)] = [2]float64{float64(s.MaxInFlight), rtt}
+	g.histN++
+	if g.histN <= len(g.hist) {
+		return false
+	}
+	old := g.hist[g.histN%len(g.hist)] // the oldest of the ring
+	return float64(s.MaxInFlight) <= 0.8*old[0] && rtt >= 0.9*old[1]
+}
+
+// growable reports whether rtt leaves room to grow: below the dead band
+// under the bound, or — when the knee sets the bound — no slower than the
+// knee itself (below the core count the RTT is the service time and cannot
+// fall further, so a dead band there would hold a too-small limit forever).
+func (g *Gradient) growable(rtt float64, s adaptive.Sample) bool {
+	b := g.tol * g.baseline
+	if g.maxRTT > 0 {
+		b = min(b, float64(g.maxRTT))
+	}
+	return rtt <= g.relief(s)*max(g.deadBand*b, 1.03*g.knee)
 }
 
 // updateBaseline keeps the no-load RTT estimate. It falls at once to the

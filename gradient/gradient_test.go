@@ -196,3 +196,29 @@ func TestValidation(t *testing.T) {
 		t.Error("nil *Gradient accepted")
 	}
 }
+
+// TestSeeksTheKneeWhenTheServiceSlowsDown: after the service time doubles
+// on 16 cores, the RTT bound cannot be met at any concurrency; the limit must
+// neither collapse (refusing work the cores could do) nor stay high
+// (queueing), but settle near the core count.
+func TestSeeksTheKneeWhenTheServiceSlowsDown(t *testing.T) {
+	g := New(WithInitialLimit(40), WithSmoothing(1), WithMaxRTT(6*ms))
+	drive(g, idle(5*ms, 10))
+	service := 5 * ms
+	model := func(l int) adaptive.Sample {
+		return win(l, l, 100, time.Duration(float64(service)*max(1, float64(l)/16)), 100, 0)
+	}
+	for range 50 {
+		drive(g, model)
+	}
+	service = 10 * ms // the bound (6ms) is now below the service time
+	var got []int
+	for range 300 {
+		got = append(got, drive(g, model)...)
+	}
+	for i, l := range got[150:] {
+		if l < 12 || l > 22 {
+			t.Fatalf("window %d after the slowdown: limit %d, want near the 16 cores (limits %v)", 150+i, l, got[100:])
+		}
+	}
+}

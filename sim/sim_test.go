@@ -182,3 +182,20 @@ func TestJainOverUsers(t *testing.T) {
 		t.Fatalf("Jain %.4f under a surge", r.Jain)
 	}
 }
+
+// TestGradientSurvivesAnEarlyCapacityDrop is a regression test: when
+// capacity halved two seconds after start-up, the gradient gate used to take
+// a lucky window for the service's own RTT and shrink its limit to almost
+// nothing (phase goodput under 15%). It must seek the knee instead.
+func TestGradientSurvivesAnEarlyCapacityDrop(t *testing.T) {
+	sc := short(scenario(t, "capacity-drop"), 0.1)
+	for seed := uint64(1); seed <= 5; seed++ {
+		r, err := Run(sc, policy(t, "gradient"), seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.PhaseGoodput < 0.3 {
+			t.Errorf("seed %d: phase goodput %.3f of nominal capacity (the halved capacity is 0.5)", seed, r.PhaseGoodput)
+		}
+	}
+}
