@@ -121,8 +121,11 @@ func (q *queue) wait(ctx context.Context, part int32) (Token, error) {
 			return Token{}, ErrDeadlineUnmeetable
 		}
 	}
-	now := l.now()
 	q.mu.Lock()
+	// Read the time under the lock: a release that moved the clock and then
+	// waited for this lock must not see this waiter stamped earlier, or be
+	// drained by it with an older time.
+	now := l.now()
 	q.expireLocked(now) // waiters past their bound do not count against capacity
 	if q.n >= q.capacity {
 		q.mu.Unlock()
@@ -224,7 +227,20 @@ func (q *queue) drainLocked(now int64) {
 		granted := false
 		for ; w != nil; w = q.next(w, lifo) {
 			if tok, ok := q.admitWaiter(w, now); ok {
-				q.remove(w, now)
+				// The slot may have been freed after now was read (a
+				// release does not take q.mu to free it): judge the grant
+				// by the time it is made, so a waiter past its bound is
+				// turned away rather than served late.
+				t := q.l.now()
+				if mw := q.maxWait(t); mw > 0 && t-w.enq > mw {
+					q.l.unadmit(w.part)
+					q.remove(w, t)
+					w.ch <- grant{err: ErrQueueTimeout}
+					granted = true // the slot is free again: look again
+					break
+				}
+				tok.start = t
+				q.remove(w, t)
 				w.ch <- grant{tok: tok}
 				granted = true
 				break
@@ -259,6 +275,14 @@ func (q *queue) next(w *waiter, lifo bool) *waiter {
 
 // admitWaiter takes a slot for w, bypassing the no-queue-jumping rule of
 // TryAcquire (w is the queue). Requires q.mu held.
+// unadmit gives back a slot that admitWaiter took for partition part.
+func (l *Limiter) unadmit(part int32) {
+	if part > 0 {
+		l.parts.inFlight[part-1].Add(-1)
+	}
+	l.h.state.Add(minusOneInFlight)
+}
+
 func (q *queue) admitWaiter(w *waiter, now int64) (Token, bool) {
 	l := q.l
 	var ok bool
