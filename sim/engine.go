@@ -64,9 +64,10 @@ const (
 type request struct {
 	prio     int
 	user     int
-	attempt  int   // 0 for the first
-	first    int64 // arrival of the first attempt
-	start    int64 // arrival of this attempt
+	job      *rtJob // RunRealtime's job for this request; nil in Run
+	attempt  int    // 0 for the first
+	first    int64  // arrival of the first attempt
+	start    int64  // arrival of this attempt
 	work     float64
 	wait     int64
 	finishV  float64
@@ -77,30 +78,6 @@ type request struct {
 	isReject bool // a rejection's CPU cost, not a request
 	ticket   Ticket
 	counted  bool // this attempt arrived after warm-up
-}
-
-// cpuHeap holds the requests in their CPU phase, ordered by the virtual
-// service level at which they finish.
-type cpuHeap []*request
-
-func (h cpuHeap) Len() int           { return len(h) }
-func (h cpuHeap) Less(i, j int) bool { return h[i].finishV < h[j].finishV }
-func (h cpuHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].hidx = i
-	h[j].hidx = j
-}
-func (h *cpuHeap) Push(x any) {
-	r := x.(*request)
-	r.hidx = len(*h)
-	*h = append(*h, r)
-}
-func (h *cpuHeap) Pop() any {
-	old := *h
-	r := old[len(old)-1]
-	*h = old[:len(old)-1]
-	r.hidx = -1
-	return r
 }
 
 type engine struct {
@@ -119,17 +96,13 @@ type engine struct {
 	rArr, rSvc, rPrio, rRetry, rBurst, rUser *rand.Rand
 
 	// server
-	cpu        cpuHeap
-	v          float64 // work done per CPU-phase request so far (ns)
-	lastT      int64
+	srv        ps
 	inServer   int
 	svcFactor  float64
 	waitFactor [MaxPriorities]float64
 	changeIdx  int
 	capacity   float64 // nominal, requests per second
 	meanSvc    float64 // ns
-	cores      float64
-	kappa      float64
 
 	// arrivals
 	lamMax   float64 // per ns
@@ -161,8 +134,7 @@ func Run(sc Scenario, spec PolicySpec, seed uint64) (*Result, error) {
 		svcFactor: 1,
 		capacity:  s.Server.Capacity(),
 		meanSvc:   float64(s.Server.Service.MeanValue()),
-		cores:     float64(s.Server.Cores),
-		kappa:     s.Server.Contention,
+		srv:       ps{cores: float64(s.Server.Cores), kappa: s.Server.Contention},
 	}
 	for i := range e.waitFactor {
 		e.waitFactor[i] = 1
@@ -192,6 +164,7 @@ func Run(sc Scenario, spec PolicySpec, seed uint64) (*Result, error) {
 		e.schedule(e.nextArrival(0), evArrival, nil)
 	}
 	e.loop()
+	e.m.busy = e.srv.busy
 	return e.m.result(&s, spec.Name, seed, e.capacity), nil
 }
 
@@ -239,32 +212,10 @@ func (e *engine) schedule(at int64, k evKind, r *request) {
 	heap.Push(&e.events, event{at: at, seq: e.seq, kind: k, req: r, gen: gen})
 }
 
-// rate is the whole server's speed, in cores' worth of work, with n
-// requests in their CPU phase: n up to c, then c/(1+κ(n−c)).
-func (e *engine) rate(n int) float64 {
-	if float64(n) <= e.cores {
-		return float64(n)
-	}
-	return e.cores / (1 + e.kappa*(float64(n)-e.cores))
-}
-
-// perJob is the speed each CPU-phase request gets: rate(n)/n.
-func (e *engine) perJob() float64 {
-	n := len(e.cpu)
-	if n == 0 {
-		return 0
-	}
-	return e.rate(n) / float64(n)
-}
-
 // advance moves simulated time to t, crediting every CPU-phase request with
 // the work done meanwhile and closing time-series buckets on the way.
 func (e *engine) advance(t int64) {
-	if t > e.lastT {
-		e.v += float64(t-e.lastT) * e.perJob()
-		e.m.busy += float64(t-e.lastT) * e.rate(len(e.cpu))
-		e.lastT = t
-	}
+	e.srv.advance(t)
 	e.now = t
 	for t >= e.m.bucketEnd {
 		e.m.roll(e.pol.Limit(), e.inServer)
@@ -285,29 +236,20 @@ func (e *engine) advance(t int64) {
 	}
 }
 
-func (e *engine) nextCPU() int64 {
-	if len(e.cpu) == 0 {
-		return never
-	}
-	d := (e.cpu[0].finishV - e.v) / e.perJob()
-	return e.now + max(int64(math.Ceil(d)), 0)
-}
-
 func (e *engine) loop() {
 	for {
 		tEv := int64(never)
 		if len(e.events) > 0 {
 			tEv = e.events[0].at
 		}
-		tCPU := e.nextCPU()
+		tCPU := e.srv.next()
 		if min(tEv, tCPU) >= e.end {
 			e.advance(e.end)
 			return
 		}
 		if tCPU <= tEv {
 			e.advance(tCPU)
-			r := heap.Pop(&e.cpu).(*request)
-			e.cpuDone(r)
+			e.cpuDone(e.srv.pop())
 			continue
 		}
 		ev := heap.Pop(&e.events).(event)
@@ -452,8 +394,7 @@ func (e *engine) attempt(r *request) {
 
 func (e *engine) startCPU(r *request) {
 	r.state = stCPU
-	r.finishV = e.v + r.work
-	heap.Push(&e.cpu, r)
+	e.srv.start(r)
 }
 
 func (e *engine) cpuDone(r *request) {
@@ -500,8 +441,7 @@ func (e *engine) timeout(r *request) {
 	r.late = true
 	if e.sc.Server.HonourDeadlines {
 		if r.state == stCPU {
-			done := r.work - (r.finishV - e.v)
-			heap.Remove(&e.cpu, r.hidx)
+			done := e.srv.abort(r)
 			e.m.work(r, done)
 			e.m.wasted += done
 		}

@@ -171,8 +171,8 @@ func runRealtime(sc Scenario, spec PolicySpec, seed uint64, scale float64) (*Res
 	// on an engine that does nothing else.
 	gen := &engine{sc: s, end: rt.end, capacity: capacity}
 	gen.initArrivals(seed)
-	model := &engine{cores: float64(s.Server.Cores), kappa: s.Server.Contention}
-	rt.srv = &rtServer{rt: rt, in: make(chan *rtJob, 1024), model: model, done: make(chan struct{})}
+	rt.srv = &rtServer{rt: rt, in: make(chan *rtJob, 1024), done: make(chan struct{}),
+		model: ps{cores: float64(s.Server.Cores), kappa: s.Server.Contention}}
 
 	rt.t0 = time.Now()
 	go rt.srv.run()
@@ -188,7 +188,7 @@ func runRealtime(sc Scenario, spec PolicySpec, seed uint64, scale float64) (*Res
 
 	// Every goroutine of the run has ended: no lock needed.
 	rt.rollTo(rt.end)
-	rt.m.busy += rt.srv.busy
+	rt.m.busy += rt.srv.model.busy
 	return rt.m.result(&s, spec.Name, seed, capacity), rt.stats, nil
 }
 
@@ -465,29 +465,22 @@ type rtReply struct {
 // rtJob is a piece of CPU work in the server.
 type rtJob struct {
 	r       *request
-	at      int64 // when it was handed to the server
-	abortAt int64 // the client's deadline, if it is an event; never otherwise
-	finishV float64
-	hidx    int          // index in the CPU heap, -1 when not in it
+	at      int64        // when it was handed to the server
+	abortAt int64        // the client's deadline, if it is an event; never otherwise
 	reply   chan rtReply // nil for the CPU cost of a rejection
 }
 
 // rtServer is the processor-sharing server of the engine, advanced on wall
 // time by one goroutine: requests in their CPU phase share rate(n) cores'
-// worth of work, and each is credited, per request, with the work v done so
-// far since it started; it ends when v reaches its finishV.
+// worth of work (the engine's own model, ps).
 type rtServer struct {
-	rt    *rtRun
-	in    chan *rtJob
-	done  chan struct{} // closed when run returns
-	model *engine       // for its rate (cores and κ only)
+	rt   *rtRun
+	in   chan *rtJob
+	done chan struct{} // closed when run returns
 
 	// Owned by the server goroutine.
-	cpu   rtCPU
+	model ps
 	dls   rtDeadlines
-	v     float64
-	lastT int64
-	busy  float64
 	over  bool // the scenario has ended
 }
 
@@ -525,9 +518,9 @@ func (s *rtServer) run() {
 			s.catchUp(min(now, end-1))
 			if now >= end {
 				s.over = true
-				for _, j := range s.cpu {
-					if j.reply != nil {
-						close(j.reply)
+				for _, r := range s.model.cpu {
+					if r.job.reply != nil {
+						close(r.job.reply)
 					}
 				}
 				timer.Stop()
@@ -559,41 +552,10 @@ func (s *rtServer) receive(j *rtJob) {
 	s.start(j)
 }
 
-// rate is the whole server's speed with n requests in their CPU phase: the
-// engine's model, c/(1+κ(n−c)) past c.
-func (s *rtServer) rate(n int) float64 {
-	return s.model.rate(n)
-}
-
-func (s *rtServer) perJob() float64 {
-	n := len(s.cpu)
-	if n == 0 {
-		return 0
-	}
-	return s.rate(n) / float64(n)
-}
-
-func (s *rtServer) advance(t int64) {
-	if t > s.lastT {
-		s.v += float64(t-s.lastT) * s.perJob()
-		s.busy += float64(t-s.lastT) * s.rate(len(s.cpu))
-		s.lastT = t
-	}
-}
-
-// nextCPU returns the model time of the next end of a CPU phase.
-func (s *rtServer) nextCPU() int64 {
-	if len(s.cpu) == 0 {
-		return never
-	}
-	d := (s.cpu[0].finishV - s.v) / s.perJob()
-	return s.lastT + max(int64(math.Ceil(d)), 0)
-}
-
 // nextDeadline returns the earliest client deadline of a request still in
 // its CPU phase, dropping those of requests that left it.
 func (s *rtServer) nextDeadline() int64 {
-	for len(s.dls) > 0 && s.dls[0].hidx < 0 {
+	for len(s.dls) > 0 && s.dls[0].r.hidx < 0 {
 		heap.Pop(&s.dls)
 	}
 	if len(s.dls) == 0 {
@@ -602,30 +564,30 @@ func (s *rtServer) nextDeadline() int64 {
 	return s.dls[0].abortAt
 }
 
-func (s *rtServer) next() int64 { return min(s.nextCPU(), s.nextDeadline()) }
+func (s *rtServer) next() int64 { return min(s.model.next(), s.nextDeadline()) }
 
 // catchUp resolves, in model-time order, every event up to scenario time t,
 // each at its own time, then advances the model to t.
 func (s *rtServer) catchUp(t int64) {
 	for {
-		tc, td := s.nextCPU(), s.nextDeadline()
+		tc, td := s.model.next(), s.nextDeadline()
 		if min(tc, td) > t {
 			break
 		}
 		if tc <= td { // a CPU phase ending with a deadline goes first, as in the engine
-			s.advance(tc)
-			s.cpuDone(heap.Pop(&s.cpu).(*rtJob))
+			s.model.advance(tc)
+			s.cpuDone(s.model.pop().job)
 		} else {
-			s.advance(td)
+			s.model.advance(td)
 			s.deadline(heap.Pop(&s.dls).(*rtJob))
 		}
 	}
-	s.advance(t)
+	s.model.advance(t)
 }
 
 func (s *rtServer) start(j *rtJob) {
-	j.finishV = s.v + j.r.work
-	heap.Push(&s.cpu, j)
+	j.r.job = j
+	s.model.start(j.r)
 	if j.abortAt != never {
 		heap.Push(&s.dls, j)
 	}
@@ -636,7 +598,7 @@ func (s *rtServer) cpuDone(j *rtJob) {
 	s.rt.m.work(j.r, j.r.work)
 	s.rt.mu.Unlock()
 	if j.reply != nil {
-		j.reply <- rtReply{kind: rtCPUDone, at: s.lastT}
+		j.reply <- rtReply{kind: rtCPUDone, at: s.model.lastT}
 	}
 }
 
@@ -644,40 +606,15 @@ func (s *rtServer) cpuDone(j *rtJob) {
 // deadlines, and otherwise keeps working on it.
 func (s *rtServer) deadline(j *rtJob) {
 	if !s.rt.sc.Server.HonourDeadlines {
-		j.reply <- rtReply{kind: rtLate, at: s.lastT}
+		j.reply <- rtReply{kind: rtLate, at: s.model.lastT}
 		return
 	}
-	done := j.r.work - (j.finishV - s.v)
-	heap.Remove(&s.cpu, j.hidx)
+	done := s.model.abort(j.r)
 	s.rt.mu.Lock()
 	s.rt.m.work(j.r, done)
 	s.rt.m.wasted += done
 	s.rt.mu.Unlock()
-	j.reply <- rtReply{kind: rtAborted, at: s.lastT}
-}
-
-// rtCPU holds the jobs in their CPU phase, ordered by the service level at
-// which they finish.
-type rtCPU []*rtJob
-
-func (h rtCPU) Len() int           { return len(h) }
-func (h rtCPU) Less(i, j int) bool { return h[i].finishV < h[j].finishV }
-func (h rtCPU) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].hidx = i
-	h[j].hidx = j
-}
-func (h *rtCPU) Push(x any) {
-	j := x.(*rtJob)
-	j.hidx = len(*h)
-	*h = append(*h, j)
-}
-func (h *rtCPU) Pop() any {
-	old := *h
-	j := old[len(old)-1]
-	*h = old[:len(old)-1]
-	j.hidx = -1
-	return j
+	j.reply <- rtReply{kind: rtAborted, at: s.model.lastT}
 }
 
 // rtDeadlines holds client deadlines, earliest first; a job that has left
