@@ -16,7 +16,6 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"io"
@@ -24,6 +23,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sluicehq/sluice/bench/internal/benchfmt"
 )
 
 func main() {
@@ -84,12 +85,6 @@ func modeRank(m string) int {
 	return 2
 }
 
-// measure is one BenchmarkKeyed result line.
-type measure struct {
-	ns, bytes, allocs float64
-	hasMem            bool
-}
-
 // mem is one BenchmarkBytesPerKey result line.
 type mem struct{ perKey, keyBytes float64 }
 
@@ -97,34 +92,18 @@ type results struct {
 	header  []string
 	rows    []string // implementations, first-seen order
 	cells   []cell
-	runs    map[string]map[cell][]measure
+	runs    map[string]map[cell][]benchfmt.Measure
 	memRows []string
 	mems    map[string][]mem
 	failed  bool
 }
 
 func parse(r io.Reader) (*results, error) {
-	res := &results{runs: map[string]map[cell][]measure{}, mems: map[string][]mem{}}
-	seenHeader := map[string]bool{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		for _, key := range []string{"goos:", "goarch:", "pkg:", "cpu:"} {
-			if strings.HasPrefix(line, key) && !seenHeader[key] {
-				seenHeader[key] = true
-				res.header = append(res.header, strings.TrimSpace(line))
-			}
-		}
-		// A failed repetition of a sub-benchmark prints its "--- FAIL" after
-		// the benchmark's name, on the same line.
-		if strings.HasPrefix(line, "FAIL") || strings.Contains(line, "--- FAIL") {
-			res.failed = true
-		}
-		res.add(line)
-	}
+	res := &results{runs: map[string]map[cell][]benchfmt.Measure{}, mems: map[string][]mem{}}
+	var err error
+	res.header, res.failed, err = benchfmt.Scan(r, res.add)
 	slices.SortFunc(res.cells, cell.less)
-	return res, sc.Err()
+	return res, err
 }
 
 // add records one line if it is a result of either benchmark, such as
@@ -132,33 +111,16 @@ func parse(r io.Reader) (*results, error) {
 //	BenchmarkKeyed/keys=100k/sethvargo/parallel-2   1000000   132.2 ns/op   0 B/op   0 allocs/op
 //	BenchmarkBytesPerKey/sethvargo-2   1   2.1e9 ns/op   63.6 B/key   16.4 keyB/key
 func (res *results) add(line string) {
-	f := strings.Fields(line)
-	if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+	name, cpu, vals, ok := benchfmt.ParseLine(line)
+	if !ok {
 		return
-	}
-	if _, err := strconv.ParseInt(f[1], 10, 64); err != nil {
-		return
-	}
-	name, cpu := f[0], 1
-	if i := strings.LastIndexByte(name, '-'); i > 0 {
-		if n, err := strconv.Atoi(name[i+1:]); err == nil && n > 0 {
-			name, cpu = name[:i], n
-		}
-	}
-	vals := map[string]float64{}
-	for i := 2; i+1 < len(f); i += 2 {
-		v, err := strconv.ParseFloat(f[i], 64)
-		if err != nil {
-			return
-		}
-		vals[f[i+1]] = v
 	}
 	parts := strings.Split(name, "/")
 	switch {
 	case parts[0] == "BenchmarkKeyed" && len(parts) == 4 && strings.HasPrefix(parts[1], "keys="):
 		label := strings.TrimPrefix(parts[1], "keys=")
 		keys, ok := parseCount(label)
-		ns, hasNs := vals["ns/op"]
+		m, hasNs := benchfmt.MeasureOf(vals)
 		if !ok || !hasNs {
 			return
 		}
@@ -168,12 +130,10 @@ func (res *results) add(line string) {
 			res.cells = append(res.cells, c)
 		}
 		if res.runs[impl] == nil {
-			res.runs[impl] = map[cell][]measure{}
+			res.runs[impl] = map[cell][]benchfmt.Measure{}
 			res.rows = append(res.rows, impl)
 		}
-		b, hasB := vals["B/op"]
-		a, hasA := vals["allocs/op"]
-		res.runs[impl][c] = append(res.runs[impl][c], measure{ns: ns, bytes: b, allocs: a, hasMem: hasB && hasA})
+		res.runs[impl][c] = append(res.runs[impl][c], m)
 	case parts[0] == "BenchmarkBytesPerKey" && len(parts) == 2:
 		perKey, ok := vals["B/key"]
 		if !ok {
@@ -203,40 +163,13 @@ func parseCount(s string) (int, bool) {
 	return n * mul, true
 }
 
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
 // stats is the median and range of one (implementation, cell).
-type stats struct {
-	ns, lo, hi, bytes, allocs float64
-	hasMem                    bool
-	runs                      int
-}
-
-func (res *results) stats(impl string, c cell) (stats, bool) {
+func (res *results) stats(impl string, c cell) (benchfmt.Summary, bool) {
 	ms := res.runs[impl][c]
 	if len(ms) == 0 {
-		return stats{}, false
+		return benchfmt.Summary{}, false
 	}
-	var ns, bs, as []float64
-	hasMem := true
-	for _, m := range ms {
-		ns = append(ns, m.ns)
-		bs = append(bs, m.bytes)
-		as = append(as, m.allocs)
-		hasMem = hasMem && m.hasMem
-	}
-	return stats{
-		ns: median(ns), lo: slices.Min(ns), hi: slices.Max(ns),
-		bytes: median(bs), allocs: median(as), hasMem: hasMem, runs: len(ms),
-	}, true
+	return benchfmt.Summarize(ms), true
 }
 
 func (res *results) cellTitle(c cell) string {
@@ -313,10 +246,10 @@ func renderSpeed(w io.Writer, res *results, cfg config) {
 				row = append(row, "—")
 				continue
 			}
-			v := fmtNs(s.ns)
+			v := benchfmt.FmtNs(s.NS)
 			if impl != cfg.ref {
-				if r, ok := res.stats(cfg.ref, c); ok && r.ns > 0 {
-					v += fmt.Sprintf(" (%.2f×)", s.ns/r.ns)
+				if r, ok := res.stats(cfg.ref, c); ok && r.NS > 0 {
+					v += fmt.Sprintf(" (%.2f×)", s.NS/r.NS)
 				}
 			}
 			row = append(row, v)
@@ -333,13 +266,13 @@ func renderAllocs(w io.Writer, res *results) {
 		row := []string{impl}
 		for _, c := range res.cells {
 			s, ok := res.stats(impl, c)
-			if !ok || !s.hasMem {
+			if !ok || !s.HasMem {
 				row = append(row, "—")
 				continue
 			}
-			v := fmtNum(s.allocs)
-			if s.bytes != 0 {
-				v += fmt.Sprintf(" (%s B)", fmtNum(s.bytes))
+			v := benchfmt.FmtNum(s.Allocs)
+			if s.Bytes != 0 {
+				v += fmt.Sprintf(" (%s B)", benchfmt.FmtNum(s.Bytes))
 			}
 			row = append(row, v)
 		}
@@ -371,18 +304,18 @@ func renderTarget(w io.Writer, res *results, cfg config) {
 		for _, c := range res.cells {
 			s, ok1 := res.stats(impl, c)
 			p, ok2 := res.stats(cfg.peer, c)
-			if !ok1 || !ok2 || s.ns == 0 || s.hi == 0 {
+			if !ok1 || !ok2 || s.NS == 0 || s.Hi == 0 {
 				row = append(row, "—")
 				continue
 			}
-			r := p.ns / s.ns
+			r := p.NS / s.NS
 			mark := "✗"
 			if r >= cfg.target {
 				mark = "✓"
 				met++
 			}
 			total++
-			row = append(row, fmt.Sprintf("%.2f× %s [%.2f–%.2f]", r, mark, p.lo/s.hi, p.hi/s.lo))
+			row = append(row, fmt.Sprintf("%.2f× %s [%.2f–%.2f]", r, mark, p.Lo/s.Hi, p.Hi/s.Lo))
 		}
 		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
 	}
@@ -400,7 +333,7 @@ func renderMem(w io.Writer, res *results, cfg config) {
 			per = append(per, m.perKey)
 			key = append(key, m.keyBytes)
 		}
-		p := median(per)
+		p := benchfmt.Median(per)
 		mark := ""
 		if strings.HasPrefix(impl, cfg.sluice) {
 			mark = "✗"
@@ -408,22 +341,7 @@ func renderMem(w io.Writer, res *results, cfg config) {
 				mark = "✓"
 			}
 		}
-		fmt.Fprintf(w, "| %s | %.1f | %.1f | %s |\n", impl, p, median(key), mark)
+		fmt.Fprintf(w, "| %s | %.1f | %.1f | %s |\n", impl, p, benchfmt.Median(key), mark)
 	}
 	fmt.Fprintln(w)
-}
-
-func fmtNs(v float64) string {
-	switch {
-	case v >= 100:
-		return strconv.FormatFloat(v, 'f', 0, 64)
-	case v >= 10:
-		return strconv.FormatFloat(v, 'f', 1, 64)
-	default:
-		return strconv.FormatFloat(v, 'f', 2, 64)
-	}
-}
-
-func fmtNum(v float64) string {
-	return strconv.FormatFloat(v, 'f', -1, 64)
 }

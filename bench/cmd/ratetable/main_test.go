@@ -47,7 +47,7 @@ func TestParse(t *testing.T) {
 		t.Errorf("last cell %+v", c)
 	}
 	s, ok := res.stats("sluice.token_bucket", res.cells[0])
-	if !ok || s.ns != 50 || s.lo != 40 || s.hi != 60 || s.runs != 3 {
+	if !ok || s.NS != 50 || s.Lo != 40 || s.Hi != 60 || s.Runs != 3 {
 		t.Errorf("stats %+v", s)
 	}
 	if got := res.mems["sethvargo"]; len(got) != 1 || got[0].perKey != 120 || got[0].keyBytes != 16 {
