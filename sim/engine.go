@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/clock"
@@ -96,13 +95,11 @@ type engine struct {
 	rArr, rSvc, rPrio, rRetry, rBurst, rUser *rand.Rand
 
 	// server
-	srv        ps
-	inServer   int
-	svcFactor  float64
-	waitFactor [MaxPriorities]float64
-	changeIdx  int
-	capacity   float64 // nominal, requests per second
-	meanSvc    float64 // ns
+	srv      ps
+	inServer int
+	serverState
+	capacity float64 // nominal, requests per second
+	meanSvc  float64 // ns
 
 	// arrivals
 	lamMax   float64 // per ns
@@ -125,20 +122,17 @@ func Run(sc Scenario, spec PolicySpec, seed uint64) (*Result, error) {
 	}
 	s := sc.withDefaults()
 	e := &engine{
-		sc:        s,
-		end:       int64(s.Duration),
-		warm:      int64(s.Warmup),
-		slo:       int64(s.SLO),
-		dl:        int64(s.Deadline),
-		clk:       clock.NewManual(epoch),
-		svcFactor: 1,
-		capacity:  s.Server.Capacity(),
-		meanSvc:   float64(s.Server.Service.MeanValue()),
-		srv:       ps{cores: float64(s.Server.Cores), kappa: s.Server.Contention},
+		sc:       s,
+		end:      int64(s.Duration),
+		warm:     int64(s.Warmup),
+		slo:      int64(s.SLO),
+		dl:       int64(s.Deadline),
+		clk:      clock.NewManual(epoch),
+		capacity: s.Server.Capacity(),
+		meanSvc:  float64(s.Server.Service.MeanValue()),
+		srv:      ps{cores: float64(s.Server.Cores), kappa: s.Server.Contention},
 	}
-	for i := range e.waitFactor {
-		e.waitFactor[i] = 1
-	}
+	e.serverState = newServerState()
 	e.initArrivals(seed)
 	e.rSvc = rand.New(rand.NewPCG(seed, 2))
 	e.rRetry = rand.New(rand.NewPCG(seed, 4))
@@ -220,20 +214,7 @@ func (e *engine) advance(t int64) {
 	for t >= e.m.bucketEnd {
 		e.m.roll(e.pol.Limit(), e.inServer)
 	}
-	for e.changeIdx < len(e.sc.Server.Changes) && int64(e.sc.Server.Changes[e.changeIdx].At) <= t {
-		c := e.sc.Server.Changes[e.changeIdx]
-		e.svcFactor = c.ServiceFactor
-		wf := c.WaitFactor
-		if wf == 0 {
-			wf = 1
-		}
-		for p := range e.waitFactor {
-			if len(c.WaitPriorities) == 0 || slices.Contains(c.WaitPriorities, p) {
-				e.waitFactor[p] = wf
-			}
-		}
-		e.changeIdx++
-	}
+	e.apply(e.sc.Server.Changes, t)
 }
 
 func (e *engine) loop() {

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
@@ -130,20 +129,7 @@ func ExtraPolicies() []PolicySpec {
 
 // FindPolicies returns the named policies from specs, in the order named.
 func FindPolicies(specs []PolicySpec, names []string) ([]PolicySpec, error) {
-	var out []PolicySpec
-	for _, n := range names {
-		found := false
-		for _, s := range specs {
-			if s.Name == n {
-				out = append(out, s)
-				found = true
-			}
-		}
-		if !found {
-			return nil, fmt.Errorf("sim: unknown policy %q", n)
-		}
-	}
-	return out, nil
+	return findByName(specs, names, func(x PolicySpec) string { return x.Name }, "policy")
 }
 
 type unbounded struct{}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"time"
 
@@ -117,16 +116,14 @@ type rtRun struct {
 	srv          *rtServer
 	wg           sync.WaitGroup // the arrival goroutine and the attempts
 
-	mu         sync.Mutex // guards the fields below
-	m          metricsAcc
-	inServer   int
-	budget     float64
-	rSvc       *rand.Rand
-	rRetry     *rand.Rand
-	svcFactor  float64
-	waitFactor [MaxPriorities]float64
-	changeIdx  int
-	stats      rtStats
+	mu       sync.Mutex // guards the fields below
+	m        metricsAcc
+	inServer int
+	budget   float64
+	rSvc     *rand.Rand
+	rRetry   *rand.Rand
+	serverState
+	stats rtStats
 }
 
 func runRealtime(sc Scenario, spec PolicySpec, seed uint64, scale float64) (*Result, rtStats, error) {
@@ -147,14 +144,11 @@ func runRealtime(sc Scenario, spec PolicySpec, seed uint64, scale float64) (*Res
 		dl:           int64(s.Deadline),
 		needDeadline: s.Retry.Attempts > 1 || s.Server.HonourDeadlines,
 		rejectWork:   s.Server.RejectCost * float64(s.Server.Service.MeanValue()),
-		svcFactor:    1,
 		// The same streams as Run's, for the same concerns.
 		rSvc:   rand.New(rand.NewPCG(seed, 2)),
 		rRetry: rand.New(rand.NewPCG(seed, 4)),
 	}
-	for i := range rt.waitFactor {
-		rt.waitFactor[i] = 1
-	}
+	rt.serverState = newServerState()
 	wall := func(d time.Duration) time.Duration { return time.Duration(float64(d) * scale) }
 	env := Env{
 		Clock: clock.System(), Cores: s.Server.Cores, MeanService: wall(s.Server.Service.MeanValue()),
@@ -219,20 +213,7 @@ func (rt *rtRun) rollTo(t int64) {
 	for t >= rt.m.bucketEnd {
 		rt.m.roll(rt.pol.Limit(), rt.inServer)
 	}
-	for rt.changeIdx < len(rt.sc.Server.Changes) && int64(rt.sc.Server.Changes[rt.changeIdx].At) <= t {
-		c := rt.sc.Server.Changes[rt.changeIdx]
-		rt.svcFactor = c.ServiceFactor
-		wf := c.WaitFactor
-		if wf == 0 {
-			wf = 1
-		}
-		for p := range rt.waitFactor {
-			if len(c.WaitPriorities) == 0 || slices.Contains(c.WaitPriorities, p) {
-				rt.waitFactor[p] = wf
-			}
-		}
-		rt.changeIdx++
-	}
+	rt.apply(rt.sc.Server.Changes, t)
 }
 
 // arrivals plays the open-loop arrival process in wall-clock time, in the

@@ -158,18 +158,5 @@ func Scenarios() []Scenario {
 
 // FindScenarios returns the named scenarios from all, in the order named.
 func FindScenarios(all []Scenario, names []string) ([]Scenario, error) {
-	var out []Scenario
-	for _, n := range names {
-		found := false
-		for _, s := range all {
-			if s.Name == n {
-				out = append(out, s)
-				found = true
-			}
-		}
-		if !found {
-			return nil, fmt.Errorf("sim: unknown scenario %q", n)
-		}
-	}
-	return out, nil
+	return findByName(all, names, func(x Scenario) string { return x.Name }, "scenario")
 }

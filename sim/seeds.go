@@ -61,20 +61,7 @@ func IsSeedScenario(name string) bool { return strings.HasPrefix(name, "seed-") 
 // FindSeedScenarios returns the named seed scenarios from all, in the order
 // named.
 func FindSeedScenarios(all []SeedScenario, names []string) ([]SeedScenario, error) {
-	var out []SeedScenario
-	for _, n := range names {
-		found := false
-		for _, s := range all {
-			if s.Name == n {
-				out = append(out, s)
-				found = true
-			}
-		}
-		if !found {
-			return nil, fmt.Errorf("sim: unknown scenario %q", n)
-		}
-	}
-	return out, nil
+	return findByName(all, names, func(x SeedScenario) string { return x.Name }, "scenario")
 }
 
 // RunSeed runs seed scenario sc with the given seed and judges its targets.
