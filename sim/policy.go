@@ -122,7 +122,7 @@ func ExtraPolicies() []PolicySpec {
 			if err != nil {
 				return nil, err
 			}
-			return &ShedPolicy{Shedder: s, Gate: g.Gate}, nil
+			return &ShedPolicy{GatePolicy: g, Shedder: s}, nil
 		}},
 	}
 }
@@ -179,11 +179,12 @@ func newGradientGate(e Env) (*GatePolicy, error) {
 		adaptive.WithClock(e.Clock), adaptive.WithMaxLimit(10000), adaptive.WithPercentile(0.5))
 }
 
-// ShedPolicy runs a priority shedder in front of a gate. Scenario
-// priorities 0…3 map to shed.CriticalPlus…shed.Sheddable.
+// ShedPolicy runs a priority shedder in front of a gate; releases and the
+// limit are the GatePolicy's. Scenario priorities 0…3 map to
+// shed.CriticalPlus…shed.Sheddable.
 type ShedPolicy struct {
+	*GatePolicy
 	Shedder *shed.Shedder
-	Gate    *adaptive.Limiter
 }
 
 // Admit sheds by level, then tries the gate.
@@ -191,15 +192,3 @@ func (p *ShedPolicy) Admit(r Request) (Ticket, bool) {
 	tok, d := p.Shedder.TryAcquire(shed.Priority(r.Priority), uint64(r.User))
 	return Ticket{Token: tok}, d.Admitted
 }
-
-// Done releases the token: Success as a sample, Dropped as a drop.
-func (p *ShedPolicy) Done(t Ticket, o Outcome) {
-	if o == Success {
-		t.Token.Success()
-	} else {
-		t.Token.Dropped()
-	}
-}
-
-// Limit returns the gate's limit.
-func (p *ShedPolicy) Limit() int { return p.Gate.Limit() }
