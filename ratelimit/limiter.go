@@ -63,7 +63,20 @@ var (
 	// ErrWouldExceedDeadline: Wait would have to wait past its context's
 	// deadline. It wraps context.DeadlineExceeded.
 	ErrWouldExceedDeadline = fmt.Errorf("sluice/ratelimit: wait would exceed the context deadline: %w", context.DeadlineExceeded)
+	// ErrDegraded: the store could not reach its backend (a Redis down, a
+	// timeout, an open circuit breaker) and decided by its failure policy
+	// instead — fail open, fail closed, or a local in-memory fallback. The
+	// error wraps the cause and comes with that decision: the Result (and a
+	// Reservation) is meaningful, and the caller may act on it, log the
+	// error, or both.
+	ErrDegraded = errors.New("sluice/ratelimit: store degraded, decided by its failure policy")
 )
+
+// decided reports whether err from a Store still comes with decisions: a
+// full store refuses, a degraded one decides by its failure policy.
+func decided(err error) bool {
+	return err == nil || errors.Is(err, ErrTooManyKeys) || errors.Is(err, ErrDegraded)
+}
 
 func costError(n int, burst int64) error {
 	if n < 1 {
@@ -192,7 +205,8 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 // It never waits. It returns an error for an empty or too long key
 // (ErrInvalidKey), for n < 1 or n > Burst (ErrInvalidCost: such a request
 // could never be admitted), when the store is full (ErrTooManyKeys, with a
-// refusing Result) and when the store fails. ctx is passed to the store; the
+// refusing Result), when the store failed but decided by its failure policy
+// (ErrDegraded, with that decision) and when the store fails. ctx is passed to the store; the
 // in-memory store never blocks and ignores it.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error) {
 	if err := l.check(key, n); err != nil {
@@ -208,7 +222,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 		o, err = l.logs.take(key, now, int64(n))
 	default:
 		req := [1]Request{{Key: key, Policy: &l.pol, N: n}}
-		if err = l.store.Apply(ctx, l.timeOf(now), req[:]); err != nil && !errors.Is(err, ErrTooManyKeys) {
+		if err = l.store.Apply(ctx, l.timeOf(now), req[:]); !decided(err) {
 			return Result{}, err
 		}
 		return l.finish(req[0].Result, n), err
@@ -335,9 +349,13 @@ func (l *Limiter) reserve(ctx context.Context, key string, n int) (reservation, 
 			wait = -1 // and a negative one, no wait at all
 		}
 		req := [1]Request{{Key: key, Policy: &l.pol, Op: OpReserve, N: n, MaxWait: wait}}
-		if err := l.store.Apply(ctx, l.timeOf(now), req[:]); err != nil {
+		err := l.store.Apply(ctx, l.timeOf(now), req[:])
+		if !decided(err) || errors.Is(err, ErrTooManyKeys) {
 			return reservation{}, err
 		}
+		// A degraded store's reservation stands (its failure policy
+		// decided it); the error is not returned, as Reserve has no Result
+		// to carry it.
 		r.ok, delay, r.mark = req[0].Result.Allowed, int64(req[0].Delay), req[0].Mark
 	}
 	r.ready = now + delay

@@ -400,6 +400,12 @@ func applyTables(now int64, reqs []Request, tabs []table) error {
 	return err
 }
 
+// CheckRequests validates a batch for Store.Apply: every request has a
+// Policy, a key of 1 to 65536 bytes, a cost within [0, Burst] for OpAllow
+// and [1, Burst] otherwise, and an Op its algorithm supports. Stores call it
+// so that every store rejects the same input with the same errors.
+func CheckRequests(reqs []Request) error { return checkRequests(reqs) }
+
 // checkRequests validates a batch for Apply.
 func checkRequests(reqs []Request) error {
 	for i := range reqs {

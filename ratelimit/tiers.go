@@ -115,7 +115,7 @@ func (t *Tiers) allowStore(ctx context.Context, keys []string, n int, each []Res
 	reqs := t.requests(buf[:0], keys, n)
 	l := t.lims[0]
 	err := t.store.Apply(ctx, l.timeOf(l.now()), reqs)
-	if err != nil && !errors.Is(err, ErrTooManyKeys) {
+	if !decided(err) {
 		return Result{}, err
 	}
 	return t.combine(reqs, n, each, err)
@@ -158,7 +158,7 @@ func (t *Tiers) combine(reqs []Request, n int, each []Result, err error) (Result
 			out.Limit, out.Remaining = res.Limit, res.Remaining
 		}
 	}
-	if err != nil {
+	if errors.Is(err, ErrTooManyKeys) {
 		// A key could not be held: nothing was counted, so the request is
 		// refused (admitted as shadowed if no tier enforces).
 		out.Allowed = !enforcing

@@ -27,11 +27,30 @@ import (
 // between runs; the traces are the same in every run.
 func Run(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
 	t.Helper()
+	RunResolution(t, newStore, time.Nanosecond)
+}
+
+// RunResolution is Run for a store whose clock counts in whole multiples of
+// res (a Redis store counts microseconds): the traces use instants, periods
+// and wait bounds that are multiples of res, and the store's times
+// (RetryAfter, ResetAfter, Delay) must be the in-memory store's rounded up
+// to a multiple of res. Allowed, Limit and Remaining must be equal. A
+// store's reservation marks may differ from the in-memory store's; each
+// store gets its own marks back for refunds.
+func RunResolution(t *testing.T, newStore func(t *testing.T) ratelimit.Store, res time.Duration) {
+	t.Helper()
+	if res <= 0 {
+		t.Fatalf("ratelimittest: resolution %v: must be positive", res)
+	}
 	limits := []ratelimit.Limit{
 		{Rate: 5, Period: time.Second},
 		{Rate: 3, Period: time.Second / 3, Burst: 7},
 		{Rate: 100, Period: time.Minute},
 		{Rate: 7, Period: 10 * time.Nanosecond},
+	}
+	if res > time.Nanosecond {
+		limits[1].Period = roundDown(time.Second/3, res)
+		limits[3].Period = 10 * res
 	}
 	algs := []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingLog, ratelimit.SlidingWindow, ratelimit.TokenBucket, ratelimit.GCRA}
 	for _, alg := range algs {
@@ -41,7 +60,7 @@ func Run(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
 				continue // a burst the window algorithms do not take
 			}
 			t.Run(fmt.Sprintf("%v/%d", alg, i), func(t *testing.T) {
-				runTrace(t, newStore(t), []*ratelimit.Policy{&p}, uint64(i))
+				runTrace(t, newStore(t), []*ratelimit.Policy{&p}, uint64(i), res)
 			})
 		}
 	}
@@ -54,7 +73,7 @@ func Run(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
 			}
 			ps = append(ps, &p)
 		}
-		runTrace(t, newStore(t), ps, 99)
+		runTrace(t, newStore(t), ps, 99, res)
 	})
 }
 
@@ -62,7 +81,7 @@ func Run(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
 var runs atomic.Uint64
 
 // runTrace sends the same random requests to s and to an oracle.
-func runTrace(t *testing.T, s ratelimit.Store, ps []*ratelimit.Policy, seed uint64) {
+func runTrace(t *testing.T, s ratelimit.Store, ps []*ratelimit.Policy, seed uint64, res time.Duration) {
 	t.Helper()
 	oracle, err := ratelimit.NewMemoryStore(1 << 20)
 	if err != nil {
@@ -71,10 +90,10 @@ func runTrace(t *testing.T, s ratelimit.Store, ps []*ratelimit.Policy, seed uint
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
 	prefix := fmt.Sprintf("ratelimittest:%d:%d:", runs.Add(1), seed)
 	ctx := context.Background()
-	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(r.Int64N(int64(time.Hour))))
+	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC).Add(roundDown(time.Duration(r.Int64N(int64(time.Hour))), res))
 	type held struct {
-		req  ratelimit.Request
-		done bool
+		req, oracle ratelimit.Request
+		done        bool
 	}
 	var reservations []held
 	period := ps[0].Limit().Period
@@ -82,11 +101,11 @@ func runTrace(t *testing.T, s ratelimit.Store, ps []*ratelimit.Policy, seed uint
 		switch r.IntN(4) {
 		case 0:
 		case 1:
-			now = now.Add(time.Duration(r.Int64N(int64(period/10) + 1)))
+			now = now.Add(roundDown(time.Duration(r.Int64N(int64(period/10)+1)), res))
 		default:
-			now = now.Add(time.Duration(r.Int64N(int64(period) + 1)))
+			now = now.Add(roundDown(time.Duration(r.Int64N(int64(period)+1)), res))
 		}
-		var reqs []ratelimit.Request
+		var reqs, oracleReqs []ratelimit.Request
 		switch {
 		case len(ps) > 1: // a batch of at least two, over several policies and keys
 			for len(reqs) < 2 {
@@ -107,7 +126,7 @@ func runTrace(t *testing.T, s ratelimit.Store, ps []*ratelimit.Policy, seed uint
 			switch op := r.IntN(10); {
 			case reserves && op == 0:
 				req.Op, req.N = ratelimit.OpReserve, 1+r.IntN(burst)
-				req.MaxWait = time.Duration(r.Int64N(int64(3*period) + 1))
+				req.MaxWait = roundDown(time.Duration(r.Int64N(int64(3*period)+1)), res)
 			case reserves && op == 1 && len(reservations) > 0:
 				i := r.IntN(len(reservations))
 				if reservations[i].done {
@@ -116,25 +135,49 @@ func runTrace(t *testing.T, s ratelimit.Store, ps []*ratelimit.Policy, seed uint
 				reservations[i].done = true
 				req = reservations[i].req
 				req.Op = ratelimit.OpRefund
+				o := reservations[i].oracle
+				o.Op = ratelimit.OpRefund
+				oracleReqs = append(oracleReqs, o)
 			}
 			reqs = append(reqs, req)
 		}
+		if oracleReqs == nil {
+			oracleReqs = reqs
+		}
 		got := append([]ratelimit.Request(nil), reqs...)
 		errGot := s.Apply(ctx, now, got)
-		want := append([]ratelimit.Request(nil), reqs...)
+		want := append([]ratelimit.Request(nil), oracleReqs...)
 		errWant := oracle.Apply(ctx, now, want)
 		if (errGot == nil) != (errWant == nil) {
 			t.Fatalf("step %d: error %v, want %v", step, errGot, errWant)
 		}
 		for i := range got {
-			if got[i].Result != want[i].Result || got[i].Delay != want[i].Delay || got[i].Mark != want[i].Mark {
+			w := want[i]
+			w.Result.RetryAfter = roundUp(w.Result.RetryAfter, res)
+			w.Result.ResetAfter = roundUp(w.Result.ResetAfter, res)
+			w.Delay = roundUp(w.Delay, res)
+			if res > time.Nanosecond {
+				w.Mark = got[i].Mark
+			}
+			if got[i].Result != w.Result || got[i].Delay != w.Delay || got[i].Mark != w.Mark {
 				t.Fatalf("step %d, request %d (%v, op %d, n %d on %q): got %+v delay %v mark %+v; want %+v delay %v mark %+v",
 					step, i, got[i].Policy, got[i].Op, got[i].N, got[i].Key,
-					got[i].Result, got[i].Delay, got[i].Mark, want[i].Result, want[i].Delay, want[i].Mark)
+					got[i].Result, got[i].Delay, got[i].Mark, w.Result, w.Delay, w.Mark)
 			}
 			if got[i].Op == ratelimit.OpReserve && got[i].Result.Allowed {
-				reservations = append(reservations, held{req: got[i]})
+				reservations = append(reservations, held{req: got[i], oracle: want[i]})
 			}
 		}
 	}
+}
+
+// roundDown returns d rounded down to a multiple of res.
+func roundDown(d, res time.Duration) time.Duration { return d - d%res }
+
+// roundUp returns d (≥ 0) rounded up to a multiple of res.
+func roundUp(d, res time.Duration) time.Duration {
+	if r := d % res; r != 0 {
+		return d + res - r
+	}
+	return d
 }

@@ -1,0 +1,453 @@
+// Package redisstore keeps the state of sluice's rate limits on Redis, so
+// that many processes share one limit:
+//
+//	store, err := redisstore.New(client)  // a go-redis v9 UniversalClient
+//	lim, err := ratelimit.New(ratelimit.GCRA, limit, ratelimit.WithStore(store))
+//
+// Every decision is one Lua script run atomically on the server, in one
+// round trip: the five algorithms of package ratelimit, with the same
+// decisions as its in-memory store, a batch of requests (tiers, or several
+// limits on one key: 10/s and 1000/day) all or nothing, and Reserve and
+// Refund for the buckets.
+//
+// # Time
+//
+// The scripts decide at the Redis server's clock (TIME), so every client
+// decides on one time base whatever its own clock says. Redis's clock has
+// microsecond resolution, and Redis's Lua counts in doubles, exact to 2^53:
+// the scripts count time in whole microseconds and every quantity exactly as
+// an integer below 2^53. Hence:
+//
+//   - a Limit's Period must be a whole number of microseconds;
+//   - the bucket arithmetic must stay small: Burst·Period/gcd(Rate, Period
+//     in µs) at most 2^48 (a 1000/day or 100/s-burst-500 limit uses well
+//     under 2^40), and a sliding window's Rate·Period in µs below 2^53;
+//     a reservation's debt is bounded by 2^52 units instead of 2^61;
+//   - RetryAfter, ResetAfter and a reservation's delay are those of the
+//     in-memory store rounded up to the microsecond (never earlier).
+//
+// A Policy outside these bounds is refused with ErrUnsupportedPolicy, never
+// decided inexactly. For instants that are whole microseconds the decisions
+// (Allowed, Remaining) are those of ratelimit.MemoryStore exactly;
+// WithCallerTime makes the store decide at the limiter's clock instead, and
+// the tests check the equality with ratelimittest.RunResolution.
+//
+// # Keys
+//
+// A key's state lives at
+//
+//	<prefix>{<tag>}:<policy>
+//
+// where <policy> names the algorithm and limit (limits never share state),
+// and <tag> is the caller's key, sanitised: a key of at most 64 bytes of
+// letters, digits and "-_.:/@=+," is used as it is (readable in redis-cli);
+// any other key is replaced by "#" and the base64url of 16 bytes of its
+// SHA-256, so user text can neither pick a Redis Cluster slot nor make a
+// Redis key long. All limits on one key share its hash tag, so a batch on
+// one key works on Redis Cluster; a batch over several keys (tiers per IP
+// and per tenant) needs WithHashTag to give them a common tag there. Every
+// write sets the key's expiry to its reset time, so idle keys disappear; a
+// SlidingLog key is a sorted set of its admitted units (about 60-90 bytes
+// per unit in Redis, Rate units at most), the others a short string.
+//
+// # Failure
+//
+// When Redis cannot be reached, fails, or does not answer within the
+// timeout (WithTimeout, default 100ms), the store decides by its failure
+// policy (WithFailurePolicy): FailClosed (the default) refuses, FailOpen
+// admits, FailLocal decides with a local in-memory store (the limit then
+// holds per process). The decision comes with an error wrapping
+// ratelimit.ErrDegraded and the cause, which the Limiter returns alongside
+// the Result. After several failures in a row a circuit breaker opens
+// (WithBreaker): for its cool-down every call decides at once, without
+// trying Redis, then one call probes it.
+//
+// Keys refused by Redis are remembered locally until their retry time
+// (WithRefusalCache), so a flood from one abusive key costs nothing on Redis:
+// such requests are refused without a round trip, as Redis would refuse them
+// (their Remaining is 0 and their RetryAfter the one Redis gave, less the time
+// passed: Redis's own unless other processes were admitted on the key since).
+package redisstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// ErrUnsupportedPolicy is returned by Apply for a Policy the scripts cannot
+// decide exactly (see the package documentation, Time).
+var ErrUnsupportedPolicy = errors.New("sluice/redisstore: policy not supported on Redis")
+
+// ErrCrossSlot is returned by Apply on Redis Cluster for a batch whose keys
+// lie in different hash slots, which no script can update atomically. Give
+// such keys a common tag with WithHashTag.
+var ErrCrossSlot = errors.New("sluice/redisstore: a batch's keys are in different Redis Cluster slots; give them a common hash tag (WithHashTag)")
+
+// ErrBreakerOpen is the cause given with ratelimit.ErrDegraded while the
+// circuit breaker is open.
+var ErrBreakerOpen = errors.New("sluice/redisstore: circuit breaker open after repeated Redis failures")
+
+// FailurePolicy is how the store decides when Redis cannot.
+type FailurePolicy uint8
+
+// The failure policies.
+const (
+	// FailClosed refuses every request, with RetryAfter the breaker's
+	// cool-down: no traffic passes unlimited. The default.
+	FailClosed FailurePolicy = iota
+	// FailOpen admits every request (Remaining 0, unknown): availability
+	// before the limit.
+	FailOpen
+	// FailLocal decides with an in-memory store of this process: the limit
+	// holds per process instead of across all of them.
+	FailLocal
+)
+
+// String returns the policy's name.
+func (f FailurePolicy) String() string {
+	switch f {
+	case FailClosed:
+		return "fail_closed"
+	case FailOpen:
+		return "fail_open"
+	case FailLocal:
+		return "fail_local"
+	}
+	return "FailurePolicy(" + strconv.Itoa(int(f)) + ")"
+}
+
+// Store is a ratelimit.Store on Redis. It is safe for concurrent use.
+type Store struct {
+	client     redis.UniversalClient
+	cluster    bool
+	prefix     string
+	tag        func(string) string
+	callerTime bool
+	timeout    time.Duration
+	failure    FailurePolicy
+	local      *ratelimit.MemoryStore
+	onError    func(error)
+	brk        breaker
+	cache      *refusalCache
+	scripts    [6]*redis.Script // by algorithm; 0: all five, for batches
+
+	mu       sync.RWMutex
+	policies map[ratelimit.Policy]*policy
+}
+
+// policy is a Policy in the scripts' arithmetic.
+type policy struct {
+	err  error
+	id   string // the key suffix naming the policy
+	alg  ratelimit.Algorithm
+	args [6]int64 // alg, period µs, burst, r, p, cap
+}
+
+// Bounds of the scripts' arithmetic (see the package documentation).
+const (
+	maxExact   = 1 << 53
+	maxBucket  = 1 << 48
+	maxTagText = 64
+)
+
+// New returns a store on client (a *redis.Client, *redis.ClusterClient or
+// failover client). It does not contact Redis; Preload loads the scripts
+// ahead of the first request. It returns an error naming every invalid
+// option.
+func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	var errs []error
+	if client == nil {
+		errs = append(errs, errors.New("sluice/redisstore: nil client"))
+	}
+	errs = append(errs, cfg.errs...)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		client:     client,
+		prefix:     cfg.prefix,
+		tag:        cfg.tag,
+		callerTime: cfg.callerTime,
+		timeout:    cfg.timeout,
+		failure:    cfg.failure,
+		onError:    cfg.onError,
+		brk:        breaker{threshold: int32(cfg.breakerFailures), cooldown: cfg.breakerCooldown},
+		policies:   make(map[ratelimit.Policy]*policy),
+	}
+	_, s.cluster = client.(*redis.ClusterClient)
+	if cfg.cacheSize > 0 {
+		s.cache = newRefusalCache(cfg.cacheSize)
+	}
+	if cfg.failure == FailLocal {
+		local, err := ratelimit.NewMemoryStore(cfg.localKeys)
+		if err != nil {
+			return nil, err
+		}
+		s.local = local
+	}
+	for a := range s.scripts {
+		s.scripts[a] = scriptFor(ratelimit.Algorithm(a))
+	}
+	return s, nil
+}
+
+// Preload loads the scripts into Redis (on Cluster, into every master), so
+// that the first decisions need no extra round trip. Without it, or after
+// Redis restarts and forgets its scripts, the first call of each script
+// costs one extra round trip (EVALSHA answered NOSCRIPT, then EVAL).
+func (s *Store) Preload(ctx context.Context) error {
+	load := func(ctx context.Context, c redis.Scripter) error {
+		for _, sc := range s.scripts {
+			if err := sc.Load(ctx, c).Err(); err != nil {
+				return fmt.Errorf("sluice/redisstore: loading scripts: %w", err)
+			}
+		}
+		return nil
+	}
+	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
+	}
+	return load(ctx, s.client)
+}
+
+// policyOf returns the scripts' form of p, checking it once.
+func (s *Store) policyOf(p *ratelimit.Policy) *policy {
+	s.mu.RLock()
+	q := s.policies[*p]
+	s.mu.RUnlock()
+	if q != nil {
+		return q
+	}
+	q = toPolicy(*p)
+	s.mu.Lock()
+	if len(s.policies) < 1<<12 {
+		s.policies[*p] = q
+	}
+	s.mu.Unlock()
+	return q
+}
+
+// toPolicy converts p to microseconds and checks that the scripts decide it
+// exactly.
+func toPolicy(p ratelimit.Policy) *policy {
+	lim := p.Limit()
+	alg := p.Algorithm()
+	q := &policy{alg: alg}
+	if lim.Period%time.Microsecond != 0 {
+		q.err = fmt.Errorf("%w: %v: the period must be a whole number of microseconds", ErrUnsupportedPolicy, p)
+		return q
+	}
+	P, rate, burst := int64(lim.Period/time.Microsecond), int64(lim.Rate), int64(lim.Burst)
+	q.args = [6]int64{int64(alg), P, burst, 0, 0, 0}
+	switch alg {
+	case ratelimit.TokenBucket, ratelimit.GCRA:
+		g := gcd(rate, P)
+		r, per := rate/g, P/g
+		if per > maxBucket/burst {
+			q.err = fmt.Errorf("%w: %v: burst·period/gcd(rate, period in µs) must be at most 2^48", ErrUnsupportedPolicy, p)
+			return q
+		}
+		q.args[3], q.args[4], q.args[5] = r, per, burst*per
+	case ratelimit.SlidingWindow:
+		if P > (maxExact-1)/rate {
+			q.err = fmt.Errorf("%w: %v: rate·period in µs must be below 2^53", ErrUnsupportedPolicy, p)
+			return q
+		}
+	}
+	q.id = fmt.Sprintf("%s:%d:%d:%d", algTag[alg], rate, P, burst)
+	return q
+}
+
+var algTag = [...]string{"", "fw", "sl", "sw", "tb", "gcra"}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// redisKey returns the Redis key of key under q.
+func (s *Store) redisKey(key string, q *policy) string {
+	tag := key
+	if s.tag != nil {
+		tag = s.tag(key)
+	}
+	return s.prefix + "{" + sanitize(tag) + "}:" + q.id
+}
+
+// sanitize returns key if it is short and made of safe characters, else
+// "#" and the base64url of 16 bytes of its SHA-256.
+func sanitize(key string) string {
+	if len(key) > 0 && len(key) <= maxTagText {
+		safe := true
+		for i := 0; i < len(key) && safe; i++ {
+			c := key[i]
+			safe = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+				c == '-' || c == '_' || c == '.' || c == ':' || c == '/' || c == '@' || c == '=' || c == '+' || c == ','
+		}
+		if safe {
+			return key
+		}
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "#" + base64.RawURLEncoding.EncodeToString(sum[:16])
+}
+
+// Apply carries out reqs as one atomic step on Redis (see ratelimit.Store),
+// at the server's time unless WithCallerTime. A batch of one request uses
+// its algorithm's script; a larger batch the script of all five.
+func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Request) error {
+	if err := ratelimit.CheckRequests(reqs); err != nil {
+		return err
+	}
+	var polBuf [8]*policy
+	pols := polBuf[:0]
+	alg := ratelimit.Algorithm(0)
+	for i := range reqs {
+		q := s.policyOf(reqs[i].Policy)
+		if q.err != nil {
+			return q.err
+		}
+		pols = append(pols, q)
+		if i == 0 {
+			alg = q.alg
+		} else if q.alg != alg {
+			alg = 0
+		}
+	}
+	if len(reqs) > 1 {
+		alg = 0
+	}
+	nowNs := now.UnixNano()
+	if s.cache != nil && len(reqs) == 1 && s.cache.refuse(&reqs[0], pols[0], nowNs) {
+		return nil
+	}
+	if !s.brk.allow(time.Now()) {
+		return s.degrade(ctx, now, reqs, ErrBreakerOpen)
+	}
+
+	var keyBuf [8]string
+	keys := keyBuf[:0]
+	for i := range reqs {
+		keys = append(keys, s.redisKey(reqs[i].Key, pols[i]))
+	}
+	if s.cluster && len(keys) > 1 {
+		slot := clusterSlot(keys[0])
+		for _, k := range keys[1:] {
+			if clusterSlot(k) != slot {
+				return ErrCrossSlot
+			}
+		}
+	}
+	args := make([]any, 0, 2+fieldsPerRequest*len(reqs))
+	if s.callerTime {
+		// The caller's clock may run apart from the server's, which
+		// expires the keys: keep them at least a minute.
+		args = append(args, floorDiv(nowNs, 1000), 60000)
+	} else {
+		args = append(args, -1, 1)
+	}
+	for i := range reqs {
+		r, q := &reqs[i], pols[i]
+		shadow := 0
+		if r.Shadow {
+			shadow = 1
+		}
+		maxWait := int64(-1)
+		switch {
+		case r.MaxWait < 0:
+			maxWait = 0
+		case r.MaxWait > 0:
+			maxWait = int64(r.MaxWait / time.Microsecond)
+		}
+		args = append(args, q.args[0], q.args[1], q.args[2], q.args[3], q.args[4], q.args[5],
+			int(r.Op), r.N, shadow, maxWait, r.Mark.A, r.Mark.B)
+	}
+
+	cctx := ctx
+	if s.timeout > 0 {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(ctx, s.timeout)
+		defer cancel()
+	}
+	vals, err := s.scripts[alg].Run(cctx, s.client, keys, args...).Int64Slice()
+	if err == nil && len(vals) != 2+7*len(reqs) {
+		err = fmt.Errorf("sluice/redisstore: script answered %d values for %d requests", len(vals), len(reqs))
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err() // the caller gave up: not Redis's failure
+		}
+		s.brk.failure(time.Now())
+		return s.degrade(ctx, now, reqs, err)
+	}
+	s.brk.success()
+	for i := range reqs {
+		r, v := &reqs[i], vals[2+7*i:]
+		r.Result = ratelimit.Result{
+			Allowed:    v[0] == 1,
+			Limit:      int(pols[i].args[2]),
+			Remaining:  int(v[1]),
+			RetryAfter: time.Duration(v[2]) * time.Microsecond,
+			ResetAfter: time.Duration(v[3]) * time.Microsecond,
+		}
+		if r.Op == ratelimit.OpReserve {
+			r.Delay = time.Duration(v[4]) * time.Microsecond
+			r.Mark = ratelimit.State{A: v[5], B: v[6]}
+		}
+		if s.cache != nil && len(reqs) == 1 {
+			s.cache.note(r, pols[i], nowNs)
+		}
+	}
+	return nil
+}
+
+// degrade decides reqs by the failure policy after cause.
+func (s *Store) degrade(ctx context.Context, now time.Time, reqs []ratelimit.Request, cause error) error {
+	if s.onError != nil {
+		s.onError(cause)
+	}
+	switch s.failure {
+	case FailLocal:
+		if err := s.local.Apply(ctx, now, reqs); err != nil && !errors.Is(err, ratelimit.ErrTooManyKeys) {
+			return err
+		}
+	default:
+		open := s.failure == FailOpen
+		for i := range reqs {
+			r := &reqs[i]
+			r.Result = ratelimit.Result{Allowed: open, Limit: r.Policy.Limit().Burst}
+			if r.Op == ratelimit.OpReserve {
+				r.Delay, r.Mark = 0, ratelimit.State{}
+			}
+			if !open {
+				r.Result.RetryAfter = s.brk.cooldown
+			}
+		}
+	}
+	return fmt.Errorf("%w (%v): %w", ratelimit.ErrDegraded, s.failure, cause)
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b < 0 {
+		q--
+	}
+	return q
+}
+
+var _ ratelimit.Store = (*Store)(nil)

@@ -1,0 +1,453 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/ratelimittest"
+	"github.com/sluicehq/sluice/ratelimit/redisstore"
+)
+
+var algs = []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingLog, ratelimit.SlidingWindow, ratelimit.TokenBucket, ratelimit.GCRA}
+
+func client(t *testing.T, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func newStore(t *testing.T, c redis.UniversalClient, opts ...redisstore.Option) *redisstore.Store {
+	t.Helper()
+	s, err := redisstore.New(c, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestConformance replays ratelimittest's random traces through Redis and
+// through the in-memory store: the same decisions, times rounded up to the
+// microsecond.
+func TestConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	c := client(t, srv.Addr)
+	s := newStore(t, c, redisstore.WithCallerTime(), redisstore.WithRefusalCache(0))
+	if err := s.Preload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ratelimittest.RunResolution(t, func(*testing.T) ratelimit.Store { return s }, time.Microsecond)
+}
+
+// TestHotKey: 64 goroutines on two limiters (two stores, two clients, as
+// two processes would be) share one Redis and one key whose quota is 100 in
+// a long window: exactly 100 admitted, no errors, for every algorithm.
+func TestHotKey(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, alg := range algs {
+		t.Run(alg.String(), func(t *testing.T) {
+			var lims [2]*ratelimit.Limiter
+			for i := range lims {
+				s := newStore(t, client(t, srv.Addr), redisstore.WithTimeout(5*time.Second))
+				l, err := ratelimit.New(alg, ratelimit.Limit{Rate: 100, Period: time.Hour}, ratelimit.WithStore(s))
+				if err != nil {
+					t.Fatal(err)
+				}
+				lims[i] = l
+			}
+			var admitted, errs atomic.Int64
+			var wg sync.WaitGroup
+			for g := range 64 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 10 {
+						res, err := lims[g%2].Allow(context.Background(), "hot")
+						if err != nil {
+							errs.Add(1)
+						} else if res.Allowed {
+							admitted.Add(1)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if admitted.Load() != 100 || errs.Load() != 0 {
+				t.Fatalf("admitted %d with %d errors, want exactly 100 and 0", admitted.Load(), errs.Load())
+			}
+		})
+	}
+}
+
+// TestMultiPolicy: 3 per second and 5 per hour on one key, all or nothing,
+// in one round trip; a refusal of either spends nothing of the other.
+func TestMultiPolicy(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, client(t, srv.Addr), redisstore.WithCallerTime())
+	clk := clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	perSec, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 3, Period: time.Second}, ratelimit.WithStore(s), ratelimit.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	perHour, err := ratelimit.New(ratelimit.FixedWindow, ratelimit.Limit{Rate: 5, Period: time.Hour}, ratelimit.WithStore(s), ratelimit.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tiers, err := ratelimit.All(perSec, perHour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var got []bool
+	for range 4 { // the 4th is refused by 3/s: the hourly count must not move
+		res, err := tiers.Allow(ctx, "k", "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, res.Allowed)
+	}
+	clk.Advance(time.Second)
+	for range 3 { // 2 more fit the hour, the 3rd does not
+		res, err := tiers.Allow(ctx, "k", "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, res.Allowed)
+	}
+	if want := "[true true true false true true false]"; fmt.Sprint(got) != want {
+		t.Fatalf("decisions %v, want %v", got, want)
+	}
+	res, err := perSec.Allow(ctx, "k") // the hourly refusal spent nothing of 3/s
+	if err != nil || !res.Allowed || res.Remaining != 0 {
+		t.Fatalf("3/s after the refused batch: %+v %v, want admitted with 0 remaining", res, err)
+	}
+}
+
+// TestFailurePolicies kills Redis under load: every policy decides within
+// its timeout with an ErrDegraded error, the breaker then decides without
+// trying Redis, and after a restart decisions come from Redis again within
+// a second.
+func TestFailurePolicies(t *testing.T) {
+	srv := redistest.Start(t)
+	type setup struct {
+		policy redisstore.FailurePolicy
+		lim    *ratelimit.Limiter
+		fails  *atomic.Int64
+	}
+	var setups []setup
+	for _, fp := range []redisstore.FailurePolicy{redisstore.FailClosed, redisstore.FailOpen, redisstore.FailLocal} {
+		fails := new(atomic.Int64)
+		s := newStore(t, client(t, srv.Addr), redisstore.WithFailurePolicy(fp), redisstore.WithTimeout(50*time.Millisecond),
+			redisstore.WithBreaker(3, 100*time.Millisecond), redisstore.WithErrorHandler(func(error) { fails.Add(1) }))
+		l, err := ratelimit.New(ratelimit.TokenBucket, ratelimit.Limit{Rate: 1000, Period: time.Second}, ratelimit.WithStore(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		setups = append(setups, setup{fp, l, fails})
+	}
+	ctx := context.Background()
+	for _, su := range setups {
+		if res, err := su.lim.Allow(ctx, "f"); err != nil || !res.Allowed {
+			t.Fatalf("%v before the kill: %+v %v", su.policy, res, err)
+		}
+	}
+	// Load from 8 goroutines while Redis dies.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var slow atomic.Int64
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			su := setups[g%len(setups)]
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				start := time.Now()
+				su.lim.Allow(ctx, fmt.Sprint("load", g))
+				if time.Since(start) > time.Second {
+					slow.Add(1)
+				}
+			}
+		}()
+	}
+	srv.Kill()
+	for _, su := range setups {
+		start := time.Now()
+		res, err := su.lim.Allow(ctx, "f")
+		took := time.Since(start)
+		if !errors.Is(err, ratelimit.ErrDegraded) {
+			t.Fatalf("%v with Redis dead: err %v, want ErrDegraded", su.policy, err)
+		}
+		if took > time.Second {
+			t.Errorf("%v took %v with Redis dead, want within the 50ms timeout (plus scheduling)", su.policy, took)
+		}
+		switch su.policy {
+		case redisstore.FailClosed:
+			if res.Allowed || res.RetryAfter <= 0 {
+				t.Errorf("fail closed admitted: %+v", res)
+			}
+		case redisstore.FailOpen, redisstore.FailLocal:
+			if !res.Allowed {
+				t.Errorf("%v refused: %+v", su.policy, res)
+			}
+		}
+	}
+	// The breaker is open by now: a decision costs no network call.
+	for _, su := range setups {
+		_, err := su.lim.Allow(ctx, "f")
+		if !errors.Is(err, redisstore.ErrBreakerOpen) && !strings.Contains(fmt.Sprint(err), "refused") {
+			t.Logf("%v: %v", su.policy, err)
+		}
+	}
+	srv.Restart()
+	start := time.Now()
+	for _, su := range setups {
+		for {
+			_, err := su.lim.Allow(ctx, "f")
+			if err == nil {
+				break
+			}
+			if time.Since(start) > time.Second {
+				t.Fatalf("%v: no recovery within 1s of the restart: %v", su.policy, err)
+			}
+			time.Sleep(5 * time.Millisecond) // polling for recovery, bounded by the 1s target
+		}
+	}
+	t.Logf("recovered within %v of the restart", time.Since(start))
+	close(stop)
+	wg.Wait()
+	if slow.Load() > 0 {
+		t.Errorf("%d decisions took over a second", slow.Load())
+	}
+	for _, su := range setups {
+		if su.fails.Load() == 0 {
+			t.Errorf("%v: the error handler saw no failure", su.policy)
+		}
+	}
+}
+
+// TestBreakerSkipsRedis: with the breaker open, a decision is made without
+// a network call (microseconds, not the timeout).
+func TestBreakerSkipsRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	c := client(t, srv.Addr)
+	var calls atomic.Int64
+	c.AddHook(countHook{&calls})
+	s := newStore(t, c, redisstore.WithBreaker(2, time.Hour), redisstore.WithTimeout(50*time.Millisecond))
+	l, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 10, Period: time.Second}, ratelimit.WithStore(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	ctx := context.Background()
+	for range 2 {
+		l.Allow(ctx, "b")
+	}
+	before := calls.Load()
+	for range 1000 {
+		if _, err := l.Allow(ctx, "b"); !errors.Is(err, redisstore.ErrBreakerOpen) {
+			t.Fatalf("err %v, want ErrBreakerOpen", err)
+		}
+	}
+	if n := calls.Load() - before; n != 0 {
+		t.Fatalf("%d Redis calls with the breaker open, want 0", n)
+	}
+}
+
+// TestRefusalCache: a flood from one key over its limit reaches Redis once
+// per retry time, not once per request, and is refused as Redis refuses it.
+func TestRefusalCache(t *testing.T) {
+	srv := redistest.Start(t)
+	c := client(t, srv.Addr)
+	var calls atomic.Int64
+	c.AddHook(countHook{&calls})
+	s := newStore(t, c, redisstore.WithCallerTime())
+	clk := clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	l, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 10, Period: time.Second}, ratelimit.WithStore(s), ratelimit.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.Preload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	calls.Store(0) // count decisions only, not connection setup
+	admitted := 0
+	for range 1000 {
+		res, err := l.Allow(ctx, "abuser")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Allowed {
+			admitted++
+		} else if res.RetryAfter <= 0 || res.RetryAfter > 100*time.Millisecond {
+			t.Fatalf("refusal with RetryAfter %v", res.RetryAfter)
+		}
+	}
+	if admitted != 10 || calls.Load() != 11 {
+		t.Fatalf("admitted %d with %d Redis calls, want 10 admitted and 11 calls", admitted, calls.Load())
+	}
+	clk.Advance(100 * time.Millisecond) // one token back: Redis is asked again
+	res, err := l.Allow(ctx, "abuser")
+	if err != nil || !res.Allowed || calls.Load() != 12 {
+		t.Fatalf("after the retry time: %+v %v, %d calls", res, err, calls.Load())
+	}
+}
+
+// TestKeys: a key with a hash tag or odd bytes cannot pick the slot or
+// lengthen the Redis key; readable keys stay readable.
+func TestKeys(t *testing.T) {
+	srv := redistest.Start(t)
+	c := client(t, srv.Addr)
+	s := newStore(t, c, redisstore.WithPrefix("t:"))
+	ctx := context.Background()
+	for _, key := range []string{"user:42", "{evil}", strings.Repeat("x", 60000), "ünï"} {
+		l, err := ratelimit.New(ratelimit.FixedWindow, ratelimit.Limit{Rate: 5, Period: time.Hour}, ratelimit.WithStore(s), ratelimit.WithMaxKeyLen(1<<16))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Allow(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys, err := c.Keys(ctx, "t:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 4 {
+		t.Fatalf("keys %q, want 4", keys)
+	}
+	for _, k := range keys {
+		if len(k) > 80 || strings.Count(k, "{") != 1 || strings.Count(k, "}") != 1 {
+			t.Errorf("redis key %q: want one short hash tag", k)
+		}
+		ttl, _ := c.PTTL(ctx, k).Result()
+		if ttl <= 0 || ttl > time.Hour+time.Second {
+			t.Errorf("key %q has TTL %v, want the window's rest", k, ttl)
+		}
+	}
+	if !contains(keys, "t:{user:42}:fw:5:3600000000:5") {
+		t.Errorf("keys %q: want t:{user:42}:fw:5:3600000000:5", keys)
+	}
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// TestUnsupported: policies the scripts cannot decide exactly are refused
+// with ErrUnsupportedPolicy, never decided.
+func TestUnsupported(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	s, err := redisstore.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		alg ratelimit.Algorithm
+		lim ratelimit.Limit
+	}{
+		{ratelimit.GCRA, ratelimit.Limit{Rate: 10, Period: time.Second + time.Nanosecond}},
+		{ratelimit.TokenBucket, ratelimit.Limit{Rate: 99991, Period: time.Hour}},
+		{ratelimit.SlidingWindow, ratelimit.Limit{Rate: 1 << 31, Period: 24 * time.Hour}},
+	} {
+		p, err := ratelimit.NewPolicy(tc.alg, tc.lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqs := []ratelimit.Request{{Key: "k", Policy: &p, N: 1}}
+		if err := s.Apply(context.Background(), time.Now(), reqs); !errors.Is(err, redisstore.ErrUnsupportedPolicy) {
+			t.Errorf("%v: err %v, want ErrUnsupportedPolicy", p, err)
+		}
+	}
+}
+
+func TestOptionsValidated(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	_, err := redisstore.New(c, redisstore.WithPrefix("a{b"), redisstore.WithTimeout(-1), redisstore.WithBreaker(-1, 0),
+		redisstore.WithFailurePolicy(9), redisstore.WithRefusalCache(-1), redisstore.WithHashTag(nil), redisstore.WithErrorHandler(nil),
+		redisstore.WithLocalMaxKeys(0))
+	if err == nil {
+		t.Fatal("invalid options accepted")
+	}
+	for _, want := range []string{"prefix", "timeout", "breaker", "failure policy", "refusal cache", "WithHashTag", "WithErrorHandler", "local max keys"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	if _, err := redisstore.New(nil); err == nil {
+		t.Error("nil client accepted")
+	}
+}
+
+// countHook counts the commands sent to Redis (a pipeline counts as one).
+type countHook struct{ n *atomic.Int64 }
+
+func (h countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
+}
+func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
+}
+
+// TestRefusalCacheDecides: along random traffic on a few keys, a store with
+// the refusal cache admits and refuses exactly what one without it does, and
+// its RetryAfter is never later than Redis's.
+func TestRefusalCacheDecides(t *testing.T) {
+	srv := redistest.Start(t)
+	c := client(t, srv.Addr)
+	clk := clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	for _, alg := range algs {
+		var lims [2]*ratelimit.Limiter
+		for i, cache := range []int{1 << 10, 0} {
+			s := newStore(t, c, redisstore.WithCallerTime(), redisstore.WithRefusalCache(cache), redisstore.WithPrefix(fmt.Sprintf("rc%d:", i)))
+			l, err := ratelimit.New(alg, ratelimit.Limit{Rate: 20, Period: time.Second}, ratelimit.WithStore(s), ratelimit.WithClock(clk))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lims[i] = l
+		}
+		r := rand.New(rand.NewPCG(uint64(alg), 1))
+		ctx := context.Background()
+		local := 0
+		for step := range 2000 {
+			clk.Advance(time.Duration(r.IntN(5000)) * time.Microsecond)
+			key, n := fmt.Sprint("k", r.IntN(3)), 1+r.IntN(3)
+			a, err1 := lims[0].AllowN(ctx, key, n)
+			b, err2 := lims[1].AllowN(ctx, key, n)
+			if err1 != nil || err2 != nil {
+				t.Fatal(err1, err2)
+			}
+			if a.Allowed != b.Allowed || a.RetryAfter != b.RetryAfter || a.Remaining > b.Remaining {
+				t.Fatalf("%v step %d: cached %+v, Redis %+v", alg, step, a, b)
+			}
+			if !a.Allowed && a.Remaining < b.Remaining {
+				local++
+			}
+		}
+		t.Logf("%v: %d refusals answered locally with Remaining 0", alg, local)
+	}
+}

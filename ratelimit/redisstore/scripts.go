@@ -1,0 +1,309 @@
+package redisstore
+
+import (
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// The Lua side of the store. Redis runs Lua 5.1, whose numbers are IEEE
+// doubles: integers are exact up to 2^53. The scripts therefore count time
+// in whole microseconds (Redis's TIME resolution; a Unix instant in µs stays
+// below 2^53 until the year 2255) and keep every other quantity below 2^53,
+// which toPolicy checks for each Policy before it is ever sent. With that,
+// every operation below is exact integer arithmetic: sums and differences
+// of exact integers below 2^53, products checked to stay below it, and
+// divisions through fdm, which corrects the rounded quotient.
+//
+// The arithmetic is that of package ratelimit (Policy.Decide, Reserve,
+// Refund and the sliding log), with the nanosecond replaced by the
+// microsecond: for instants and periods that are whole microseconds the
+// decisions are the same, and the times (RetryAfter, ResetAfter, Delay) are
+// the same rounded up to the microsecond. Each formula is documented once, in
+// package ratelimit; the functions here carry its name.
+//
+// A call decides a batch of requests, one KEYS entry each:
+//
+//	ARGV[1]            the time in µs, or -1 to read the server's TIME
+//	ARGV[2]            the least expiry of a written key, in ms
+//	ARGV[3..]          per request, fieldsPerRequest values:
+//	                   alg, period µs, burst, r, p, cap, op, n, shadow,
+//	                   maxWait µs (-1: none), mark A, mark B
+//
+// It returns {now, refused, then per request: allowed, remaining, retry µs,
+// reset µs, delay µs, mark A, mark B}. Requests are decided in order, each
+// against the state the ones before it left (kept in the table pending);
+// only if none that may refuse the batch refused are the states written, each
+// with a PEXPIRE of its reset time, so idle keys disappear.
+const luaPrelude = `
+local function fdm(a, b)
+  local q = math.floor(a / b)
+  local r = a - q * b
+  if r < 0 then q = q - 1; r = r + b elseif r >= b then q = q + 1; r = r - b end
+  return q, r
+end
+local function cdiv(a, b)
+  local q, r = fdm(a, b)
+  if r > 0 then q = q + 1 end
+  return q
+end
+local function num(s) return tonumber(s) end
+local function str(x) return string.format('%.0f', x) end
+local ALG = {}
+`
+
+// luaFixedWindow is ratelimit's fixedWindow.
+const luaFixedWindow = `
+ALG[1] = {
+  load = function(k) local v = redis.call('GET', k); if not v then return nil end
+    local a, b = string.match(v, '^(%-?%d+) (%d+)$'); return {num(a), num(b)} end,
+  save = function(k, s) return str(s[1]) .. ' ' .. str(s[2]) end,
+  take = function(q, s, now, n)
+    local P, b = q.P, q.b
+    local w, e = fdm(now, P)
+    local toEnd = P - e
+    local c = 0
+    if s and s[1] == w then c = s[2] end
+    if n > b - c then return s, false, b - c, toEnd, toEnd end
+    c = c + n
+    if c == 0 then return nil, true, b, 0, 0 end
+    return {w, c}, true, b - c, 0, toEnd
+  end,
+}
+`
+
+// luaSlidingWindow is ratelimit's slidingWindow.
+const luaSlidingWindow = `
+ALG[3] = {
+  load = function(k) local v = redis.call('GET', k); if not v then return nil end
+    local a, b, c = string.match(v, '^(%-?%d+) (%d+) (%d+)$'); return {num(a), num(b), num(c)} end,
+  save = function(k, s) return str(s[1]) .. ' ' .. str(s[2]) .. ' ' .. str(s[3]) end,
+  take = function(q, s, now, n)
+    local P, b = q.P, q.b
+    local w, e = fdm(now, P)
+    local prev, curr = 0, 0
+    if s then
+      if s[1] == w then prev, curr = s[2], s[3] elseif s[1] == w - 1 then prev = s[3] end
+    end
+    local weight = cdiv(prev * (P - e), P)
+    if curr + n + weight > b then
+      local reset = P - e
+      if curr > 0 then reset = 2 * P - e end
+      local a = b - curr - n
+      if a >= 0 then
+        local k = fdm(a * P, prev)
+        if k > 0 then return s, false, math.max(0, b - curr - weight), P - k - e, reset end
+      end
+      local x = 0
+      a = b - n
+      if curr > a then x = P - fdm(a * P, curr) end
+      return s, false, math.max(0, b - curr - weight), P - e + x, reset
+    end
+    curr = curr + n
+    local rem = b - curr - weight
+    if curr > 0 then return {w, prev, curr}, true, rem, 0, 2 * P - e end
+    if prev > 0 then return {w, prev, curr}, true, rem, 0, P - e end
+    return nil, true, rem, 0, 0
+  end,
+}
+`
+
+// luaBuckets is ratelimit's bucket, deficit, fromDeficit, reserve and
+// refund, for TokenBucket (4) and GCRA (5).
+const luaBuckets = `
+local MAXUNITS = 4503599627370496
+local function bucketAlg(gcra)
+  local B = {}
+  B.load = function(k) local v = redis.call('GET', k); if not v then return nil end
+    local a, b = string.match(v, '^(%-?%d+) (%-?%d+)$'); return {num(a), num(b)} end
+  B.save = function(k, s) return str(s[1]) .. ' ' .. str(s[2]) end
+  local function deficit(q, s, now)
+    if not s then return 0 end
+    if gcra then
+      if s[1] < now then return 0 end
+      return (s[1] - now) * q.r + s[2]
+    end
+    local d = s[1]
+    if d <= 0 then return 0 end
+    local el = now - s[2]
+    if el <= 0 then return d end
+    if el > fdm(d, q.r) then return 0 end
+    return d - el * q.r
+  end
+  local function fromDeficit(q, d, now)
+    if d <= 0 then return nil end
+    if gcra then local w, f = fdm(d, q.r); return {now + w, f} end
+    return {d, now}
+  end
+  B.take = function(q, s, now, n)
+    local d = deficit(q, s, now)
+    local need = d + n * q.p
+    if need > q.cap then
+      return s, false, fdm(math.max(0, q.cap - d), q.p), cdiv(need - q.cap, q.r), cdiv(d, q.r)
+    end
+    return fromDeficit(q, need, now), true, fdm(q.cap - need, q.p), 0, cdiv(need, q.r)
+  end
+  B.reserve = function(q, s, now, n, maxWait)
+    local d = deficit(q, s, now)
+    local need = d + n * q.p
+    if need > MAXUNITS then return s, false, cdiv(need - q.cap, q.r), 0, 0 end
+    local delay = 0
+    if need > q.cap then delay = cdiv(need - q.cap, q.r) end
+    if maxWait >= 0 and delay > maxWait then return s, false, delay, 0, 0 end
+    return fromDeficit(q, need, now), true, delay, need, now
+  end
+  B.refund = function(q, s, now, n, mA, mB)
+    if mA <= q.cap then return s end
+    local el = math.max(0, now - mB)
+    if el >= cdiv(mA - q.cap, q.r) then return s end
+    local md = mA - el * q.r
+    local d = deficit(q, s, now)
+    local give = n * q.p - math.max(0, d - md)
+    if give <= 0 then return s end
+    return fromDeficit(q, d - give, now)
+  end
+  return B
+end
+ALG[4] = bucketAlg(false)
+ALG[5] = bucketAlg(true)
+`
+
+// luaSlidingLog is ratelimit's slidingLog on a sorted set whose scores are
+// the instants (µs) of the admitted units. A unit admitted at t is the
+// member "t:i", i counting the units of the log at t, so members are unique.
+const luaSlidingLog = `
+ALG[2] = { log = true }
+`
+
+// luaDriver decides the batch. Sliding logs are counted with the units the
+// batch itself adds (pending[k].add) and written at the end like the rest.
+const luaDriver = `
+local now = num(ARGV[1])
+if now < 0 then local t = redis.call('TIME'); now = num(t[1]) * 1000000 + num(t[2]) end
+local minTTL = num(ARGV[2])
+local F = 12
+local pending, order, out, undo = {}, {}, {now, 0}, {}
+local refused = false
+local function logAt(pk, k, j) -- the j-th oldest stamp (0-based) of a log
+  if j >= pk.c then return now end
+  return num(redis.call('ZRANGE', k, j, j, 'WITHSCORES')[2])
+end
+local function logState(pk, k, add) -- remaining and reset of a log holding add pending units
+  local c = pk.c + add
+  local reset = 0
+  if c > 0 then reset = logAt(pk, k, c - 1) + pk.q.P - now end
+  return pk.q.b - c, reset
+end
+for i, k in ipairs(KEYS) do
+  local o = 2 + (i - 1) * F
+  local alg = num(ARGV[o + 1])
+  local q = {P = num(ARGV[o + 2]), b = num(ARGV[o + 3]), r = num(ARGV[o + 4]), p = num(ARGV[o + 5]), cap = num(ARGV[o + 6])}
+  local op, n, shadow, maxWait = num(ARGV[o + 7]), num(ARGV[o + 8]), ARGV[o + 9] == '1', num(ARGV[o + 10])
+  local A = ALG[alg]
+  local pk = pending[k]
+  if not pk then
+    pk = {alg = A, q = q}
+    if A.log then
+      redis.call('ZREMRANGEBYSCORE', k, '-inf', str(now - q.P))
+      pk.c, pk.add = redis.call('ZCARD', k), 0
+    else
+      pk.s = A.load(k)
+    end
+    pending[k] = pk
+    table.insert(order, k)
+  end
+  local allowed, rem, retry, reset, delay, mA, mB = false, 0, 0, 0, 0, 0, 0
+  local u = {k = k, pk = pk, s = pk.s, add = pk.add}
+  if A.log then
+    local b, P = q.b, q.P
+    local c = pk.c + pk.add
+    if c + n > b then
+      rem, retry, reset = b - c, logAt(pk, k, c + n - b - 1) + P - now, logAt(pk, k, c - 1) + P - now
+    else
+      allowed = true
+      pk.add = pk.add + n
+      rem, reset = logState(pk, k, pk.add)
+      if n > 0 then undo[i] = u end
+    end
+  elseif op == 0 then
+    local s
+    s, allowed, rem, retry, reset = A.take(q, pk.s, now, n)
+    if allowed then pk.s, pk.reset, pk.dirty = s, reset, true; undo[i] = u end
+  elseif op == 1 then
+    local s, ok, _
+    s, ok, delay, mA, mB = A.reserve(q, pk.s, now, n, maxWait)
+    _, _, rem, retry, reset = A.take(q, s, now, 0)
+    allowed = ok
+    if ok then pk.s, pk.reset, pk.dirty = s, reset, true; undo[i] = u end
+  else
+    local s = A.refund(q, pk.s, now, n, num(ARGV[o + 11]), num(ARGV[o + 12]))
+    local _
+    _, allowed, rem, retry, reset = A.take(q, s, now, 0)
+    pk.s, pk.reset, pk.dirty = s, reset, true
+    undo[i] = u
+  end
+  if not allowed and (op == 1 or (op == 0 and not shadow)) then refused = true end
+  for _, v in ipairs({allowed and 1 or 0, rem, retry, reset, delay, mA, mB}) do table.insert(out, v) end
+end
+if refused then
+  -- Nothing is written. A request that changed its key reports the
+  -- state it found instead, keeping its verdict.
+  out[2] = 1
+  for i, u in pairs(undo) do
+    local j = 2 + (i - 1) * 7
+    if u.pk.alg.log then
+      out[j + 2], out[j + 4] = logState(u.pk, u.k, u.add)
+      out[j + 3] = 0
+    else
+      local _
+      _, _, out[j + 2], out[j + 3], out[j + 4] = u.pk.alg.take(u.pk.q, u.s, now, 0)
+    end
+  end
+  return out
+end
+for _, k in ipairs(order) do
+  local pk = pending[k]
+  if pk.alg.log then
+    if pk.add > 0 then
+      local args = {}
+      for j = 1, pk.add do table.insert(args, str(now)); table.insert(args, str(now) .. ':' .. (pk.c + j)) end
+      redis.call('ZADD', k, unpack(args))
+      redis.call('PEXPIRE', k, math.max(minTTL, math.floor(pk.q.P / 1000) + 1))
+    end
+  elseif pk.dirty then
+    if pk.s == nil then
+      redis.call('DEL', k)
+    else
+      redis.call('SET', k, pk.alg.save(k, pk.s), 'PX', math.max(minTTL, math.floor(pk.reset / 1000) + 1))
+    end
+  end
+end
+return out
+`
+
+// fieldsPerRequest is the number of ARGV entries per request.
+const fieldsPerRequest = 12
+
+// algSource is each algorithm's Lua.
+var algSource = map[ratelimit.Algorithm]string{
+	ratelimit.FixedWindow:   luaFixedWindow,
+	ratelimit.SlidingLog:    luaSlidingLog,
+	ratelimit.SlidingWindow: luaSlidingWindow,
+	ratelimit.TokenBucket:   luaBuckets,
+	ratelimit.GCRA:          luaBuckets,
+}
+
+// scriptFor returns the script of one algorithm (for single requests, the
+// hot path) or, with alg 0, of all five (for batches mixing algorithms).
+func scriptFor(alg ratelimit.Algorithm) *redis.Script {
+	var b strings.Builder
+	b.WriteString(luaPrelude)
+	if alg != 0 {
+		b.WriteString(algSource[alg])
+	} else {
+		b.WriteString(luaFixedWindow + luaSlidingLog + luaSlidingWindow + luaBuckets)
+	}
+	b.WriteString(luaDriver)
+	return redis.NewScript(b.String())
+}
