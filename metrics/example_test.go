@@ -29,3 +29,27 @@ func ExampleGateBase() {
 	fmt.Println(o.n, metrics.QueueFull)
 	// Output: 1 queue_full
 }
+
+// shedCount counts shed requests per priority and ignores the rest.
+type shedCount struct {
+	metrics.ShedBase
+	shed map[string]int
+}
+
+func (s *shedCount) ShedDecision(d metrics.ShedDecision, priority string) {
+	if d == metrics.ShedRefused {
+		s.shed[priority]++
+	}
+}
+
+// A shedder's observer gets the decision and the priority's name, a
+// bounded label; users are never reported.
+func ExampleShedBase() {
+	o := &shedCount{shed: map[string]int{}}
+	var obs metrics.ShedObserver = o
+	obs.ShedDecision(metrics.ShedRefused, "sheddable")
+	obs.ShedDecision(metrics.ShedGateFull, "critical")
+	obs.ShedDecision(metrics.ShedAdmitted, "critical_plus")
+	fmt.Println(o.shed, metrics.ShedGateFull)
+	// Output: map[sheddable:1] gate_full
+}

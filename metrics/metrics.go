@@ -133,3 +133,51 @@ func (RateBase) RateDecision(string, RateDecision) {}
 
 // LeaseExpired does nothing.
 func (RateBase) LeaseExpired(string) {}
+
+// ShedDecision is what a priority load shedder (package shed) did with one
+// request.
+type ShedDecision uint8
+
+// The decisions a shedder reports.
+const (
+	// ShedAdmitted: the request passed the shedder and the gate granted a
+	// token.
+	ShedAdmitted ShedDecision = iota
+	// ShedRefused: the request was shed for its level: at or above the
+	// shedder's cutoff, or a low priority asking for capacity held in
+	// reserve for critical work. The gate was not consulted.
+	ShedRefused
+	// ShedGateFull: the shedder let the request through but the gate behind
+	// it was full.
+	ShedGateFull
+)
+
+var shedDecisionNames = [...]string{"admitted", "shed", "gate_full"}
+
+// String returns the decision's name in snake case, fit for a metric label:
+// "admitted", "shed" or "gate_full".
+func (d ShedDecision) String() string {
+	if int(d) < len(shedDecisionNames) {
+		return shedDecisionNames[d]
+	}
+	return "unknown"
+}
+
+// ShedObserver receives the decisions of a priority load shedder
+// (shed.Shedder, its WithObserver). Embed ShedBase to implement only the
+// methods you need; methods added to this interface later will come with a
+// no-op in ShedBase.
+type ShedObserver interface {
+	// ShedDecision reports the outcome of one request. priority is the
+	// name of the request's priority, one of the four rungs of the
+	// criticality ladder ("critical_plus", "critical", "sheddable_plus",
+	// "sheddable"), so it is a bounded label. Users and cohorts are never
+	// reported.
+	ShedDecision(d ShedDecision, priority string)
+}
+
+// ShedBase implements ShedObserver with methods that do nothing.
+type ShedBase struct{}
+
+// ShedDecision does nothing.
+func (ShedBase) ShedDecision(ShedDecision, string) {}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/metrics"
 )
 
 // Priority is a request's criticality; lower values are more important.
@@ -92,6 +93,7 @@ type Shedder struct {
 	tighten  float64
 	relax    float64
 	reserve  float64
+	obs      metrics.ShedObserver // nil: report nothing
 
 	cutoff  atomic.Int64 // levels below it may try the gate
 	nextAt  atomic.Int64 // ns since epoch when the control loop is due
@@ -113,6 +115,8 @@ type config struct {
 	tighten  float64
 	relax    float64
 	reserve  float64
+	observer metrics.ShedObserver
+	nilObs   bool
 }
 
 // WithClock sets the clock (default clock.System()); give it the gate's.
@@ -140,6 +144,13 @@ func WithRelax(f float64) Option { return func(cfg *config) { cfg.relax = f } }
 // Critical: lower priorities are refused while in-flight is above
 // (1 − share)·limit (default 0; Stripe keeps 0.2).
 func WithReserve(share float64) Option { return func(cfg *config) { cfg.reserve = share } }
+
+// WithObserver reports every decision of TryAcquire and Acquire to o, as a
+// metrics.ShedDecision and the priority's name (see metrics.ShedObserver).
+// Reporting allocates nothing. The default reports nothing; nil is an error.
+func WithObserver(o metrics.ShedObserver) Option {
+	return func(cfg *config) { cfg.observer, cfg.nilObs = o, o == nil }
+}
 
 // New returns a Shedder in front of gate.
 func New(gate *adaptive.Limiter, opts ...Option) (*Shedder, error) {
@@ -172,12 +183,15 @@ func New(gate *adaptive.Limiter, opts ...Option) (*Shedder, error) {
 	if !(cfg.reserve >= 0 && cfg.reserve < 1) {
 		bad("reserve %v: must be in [0, 1)", cfg.reserve)
 	}
+	if cfg.nilObs {
+		bad("WithObserver(nil): pass an observer or omit the option")
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	s := &Shedder{
 		gate: gate, clk: cfg.clock, interval: int64(cfg.interval), rotation: int64(cfg.rotation),
-		tighten: cfg.tighten, relax: cfg.relax, reserve: cfg.reserve,
+		tighten: cfg.tighten, relax: cfg.relax, reserve: cfg.reserve, obs: cfg.observer,
 	}
 	if e, ok := cfg.clock.(clock.Elapsed); ok {
 		s.since = e
@@ -228,8 +242,11 @@ func (s *Shedder) Cutoff() int { return int(s.cutoff.Load()) }
 func Levels() int { return levels }
 
 // TryAcquire admits a request of priority p from user, never waiting. It
-// allocates nothing, on admission or refusal.
+// allocates nothing, on admission or refusal, also when it reports the
+// decision to an observer (WithObserver). A priority past Sheddable is
+// treated as Sheddable.
 func (s *Shedder) TryAcquire(p Priority, user uint64) (adaptive.Token, Decision) {
+	p = min(p, Priorities-1)
 	now := int64(s.since.Since(s.epoch))
 	if now >= s.nextAt.Load() {
 		s.update(now)
@@ -237,22 +254,34 @@ func (s *Shedder) TryAcquire(p Priority, user uint64) (adaptive.Token, Decision)
 	lvl := s.level(p, user, now)
 	s.arrived[lvl].Add(1)
 	if int64(lvl) >= s.cutoff.Load() {
-		return adaptive.Token{}, Decision{Shed: true, RetryAfter: s.retryAfter()}
+		return s.refuse(p, metrics.ShedRefused)
 	}
 	if s.reserve > 0 && p >= SheddablePlus &&
 		float64(s.gate.InFlight()) >= (1-s.reserve)*float64(s.gate.Limit()) {
-		return adaptive.Token{}, Decision{Shed: true, RetryAfter: s.retryAfter()}
+		return s.refuse(p, metrics.ShedRefused)
 	}
 	s.tried.Add(1)
 	tok, ok := s.gate.TryAcquire()
 	if !ok {
 		s.refused.Add(1)
-		return adaptive.Token{}, Decision{RetryAfter: s.retryAfter()}
+		return s.refuse(p, metrics.ShedGateFull)
 	}
 	if n := int64(s.gate.InFlight()); n > s.peak.Load() {
 		s.peak.Store(n) // racy max: a lost update only delays relaxing
 	}
+	if s.obs != nil {
+		s.obs.ShedDecision(metrics.ShedAdmitted, priorityNames[p])
+	}
 	return tok, Decision{Admitted: true}
+}
+
+// refuse reports a refusal of a request of priority p (at most Sheddable)
+// and returns its decision: shed for its level, or refused by a full gate.
+func (s *Shedder) refuse(p Priority, d metrics.ShedDecision) (adaptive.Token, Decision) {
+	if s.obs != nil {
+		s.obs.ShedDecision(d, priorityNames[p])
+	}
+	return adaptive.Token{}, Decision{Shed: d == metrics.ShedRefused, RetryAfter: s.retryAfter()}
 }
 
 // retryAfter is the hint given with a refusal: the time the cutoff needs to
@@ -327,7 +356,9 @@ func (s *Shedder) update(now int64) {
 
 // Acquire is TryAcquire with an error: ErrShed when the request was shed for
 // its level, the gate's adaptive.ErrLimitExceeded when the gate was full. It
-// does not wait (the shedder sits in front of the gate's queue, if any).
+// does not wait (the shedder sits in front of the gate's queue, if any). A
+// context that has already ended gives its error and no decision, so nothing
+// is reported to the observer.
 func (s *Shedder) Acquire(ctx context.Context, p Priority, user uint64) (adaptive.Token, error) {
 	if err := ctx.Err(); err != nil {
 		return adaptive.Token{}, err

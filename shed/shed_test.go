@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/metrics"
 )
 
 var t0 = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -185,6 +186,97 @@ func TestRejectionsDoNotAllocate(t *testing.T) {
 	}
 }
 
+// tally counts the decisions reported to it, per priority name and decision.
+type tally struct {
+	metrics.ShedBase
+	n map[string]*[3]int
+}
+
+func (c *tally) ShedDecision(d metrics.ShedDecision, priority string) { c.n[priority][d]++ }
+
+func newTally() *tally {
+	c := &tally{n: map[string]*[3]int{}}
+	for p := range Priorities {
+		c.n[p.String()] = new([3]int)
+	}
+	return c
+}
+
+func TestObserverSeesEveryDecision(t *testing.T) {
+	obs := newTally()
+	s, _, c := newShedder(t, 2, WithReserve(0.5), WithObserver(obs))
+	want := newTally()
+	check := func() {
+		t.Helper()
+		for name, got := range obs.n {
+			if *got != *want.n[name] {
+				t.Fatalf("%s: observed %v, want %v", name, *got, *want.n[name])
+			}
+		}
+	}
+	expect := func(p Priority, d metrics.ShedDecision) {
+		t.Helper()
+		want.n[p.String()][d]++
+		check()
+	}
+	tok, d := s.TryAcquire(Sheddable, 1)
+	if !d.Admitted {
+		t.Fatal("sheddable refused by an idle gate")
+	}
+	expect(Sheddable, metrics.ShedAdmitted)
+	s.TryAcquire(SheddablePlus, 1) // the other half is reserved
+	expect(SheddablePlus, metrics.ShedRefused)
+	crit, _ := s.TryAcquire(CriticalPlus, 1)
+	expect(CriticalPlus, metrics.ShedAdmitted)
+	if _, err := s.Acquire(context.Background(), Critical, 1); !errors.Is(err, adaptive.ErrLimitExceeded) || errors.Is(err, ErrShed) {
+		t.Fatalf("full gate: %v", err)
+	}
+	expect(Critical, metrics.ShedGateFull)
+	s.TryAcquire(Priorities+3, 1) // out of range: reported as sheddable
+	expect(Sheddable, metrics.ShedRefused)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Acquire(ctx, Critical, 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v", err)
+	}
+	check() // no decision: nothing reported
+	tok.Success()
+	crit.Success()
+
+	// Under overload, every request is reported exactly once.
+	obs.n, want.n = newTally().n, newTally().n
+	overload(s, c, 400, 5)
+	var total int
+	for _, n := range obs.n {
+		total += n[0] + n[1] + n[2]
+	}
+	if total != 400*5 {
+		t.Fatalf("%d decisions reported for %d requests", total, 400*5)
+	}
+	if obs.n["sheddable"][metrics.ShedRefused] == 0 {
+		t.Fatal("no sheddable request reported shed under overload")
+	}
+}
+
+func TestObservedDecisionsDoNotAllocate(t *testing.T) {
+	obs := newTally()
+	s, _, c := newShedder(t, 4, WithObserver(obs))
+	overload(s, c, 200, 3)
+	before := *obs.n["sheddable"]
+	allocs := testing.AllocsPerRun(1000, func() {
+		s.TryAcquire(Sheddable, 7)
+		if tok, d := s.TryAcquire(CriticalPlus, 7); d.Admitted {
+			tok.Success()
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per observed decision", allocs)
+	}
+	if *obs.n["sheddable"] == before {
+		t.Fatal("observer not called")
+	}
+}
+
 func TestValidation(t *testing.T) {
 	g, _ := adaptive.New(adaptive.Fixed(1))
 	for _, tt := range []struct {
@@ -197,6 +289,7 @@ func TestValidation(t *testing.T) {
 		{WithRelax(2), "relax"},
 		{WithReserve(1), "reserve"},
 		{WithClock(nil), "WithClock(nil)"},
+		{WithObserver(nil), "WithObserver(nil)"},
 	} {
 		if _, err := New(g, tt.opt); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("error %v, want it to mention %q", err, tt.want)

@@ -1,0 +1,322 @@
+// Package gometrics exports what sluice's guards decide as metrics in a
+// github.com/rcrowley/go-metrics registry.
+//
+// New registers the metrics on a go-metrics Registry and returns a *Metrics,
+// which is a metrics.GateObserver, a metrics.RateObserver and a
+// metrics.ShedObserver at once: hand it to adaptive.WithObserver,
+// ratelimit.WithObserver and shed.WithObserver. The gauges read a gate and a
+// shedder when the registry is read; attach them with AttachGate and
+// AttachShedder.
+//
+//	m, err := gometrics.New(gm.DefaultRegistry)
+//	...
+//	gate, err := adaptive.New(alg, adaptive.WithObserver(m))
+//	...
+//	m.AttachGate(gate)
+//
+// The metrics are those of package metrics/prom, under dotted names: the
+// Prometheus name with dots between guard and metric and without the _total
+// suffix, and the round-trip time in nanoseconds (go-metrics' unit for
+// durations) rather than seconds. Each label becomes a trailing name
+// segment holding its value, in the order shown, with "_" for an empty
+// value (the gate's unnamed partition, an unnamed limiter); Name builds
+// these names.
+//
+//	name                                            type       meaning
+//	sluice.gate.limit                               gauge      the gate's current concurrency limit; 0 until a gate is attached
+//	sluice.gate.in_flight                           gauge      tokens of the gate held now
+//	sluice.gate.queue_length                        gauge      callers waiting in the gate's Acquire now
+//	sluice.gate.rtt_ns                              histogram  round-trip time, in ns, of each token released with Success
+//	sluice.gate.decisions.<partition>.<outcome>     counter    acquisitions: admitted, rejected, queue_full, deadline_unmeetable, queue_timeout, canceled
+//	sluice.gate.releases.<kind>                     counter    tokens released: success, dropped, ignored
+//	sluice.gate.limit_changes.<direction>           counter    changes of the limit: up, down
+//	sluice.ratelimit.decisions.<limiter>.<outcome>  counter    rate-limit decisions: allowed, refused, shadow_refused
+//	sluice.ratelimit.lease_expiries.<limiter>       counter    concurrency leases taken back because they expired
+//	sluice.shed.decisions.<priority>.<outcome>      counter    shedder decisions: admitted, shed, gate_full
+//	sluice.shed.cutoff_level                        gauge      the shedder's cutoff level (shed.Levels(): nothing shed); 0 until a shedder is attached
+//
+// The gauges are go-metrics functional gauges: they read the attached gate
+// or shedder whenever they are read.
+//
+// For example sluice.gate.decisions._.rejected, sluice.ratelimit.decisions.per_ip.refused,
+// sluice.shed.decisions.sheddable.shed. limiter is the name given with
+// ratelimit.WithName, used verbatim (a name with dots adds segments);
+// priority is one of critical_plus, critical, sheddable_plus, sheddable.
+// A refusal that shadow mode turned into an admission counts as
+// shadow_refused, not as allowed.
+//
+// New registers the names without labels and fails if any is taken. The
+// counters of a label value (a partition, a limiter, a priority) are
+// registered, all outcomes at once, on its first event; if such a name is
+// already registered as a counter, that counter is shared, and if it is
+// registered as something else, the counts go to a counter outside the
+// registry. Once a label value has been seen, reporting allocates nothing,
+// except that the RTT sample (go-metrics' exponentially decaying reservoir by
+// default, which reads the wall clock) may allocate while it rescales.
+package gometrics
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	gm "github.com/rcrowley/go-metrics"
+
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/metrics/internal/memo"
+	"github.com/sluicehq/sluice/shed"
+)
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	prefix string
+	sample func() gm.Sample
+}
+
+// WithPrefix puts prefix in front of every name, for example "api." makes
+// api.sluice.gate.limit, so that several Metrics can share a registry.
+func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
+
+// WithSample sets the reservoir of the RTT histogram: newSample is called
+// once, by New. The default is gm.NewExpDecaySample(1028, 0.015), the
+// reservoir go-metrics' own timers use.
+func WithSample(newSample func() gm.Sample) Option {
+	return func(c *config) { c.sample = newSample }
+}
+
+// The number of gate decisions, release kinds and shed decisions metrics
+// defines today.
+const (
+	gateDecisions = int(metrics.Canceled) + 1
+	gateReleases  = int(metrics.Ignored) + 1
+	shedDecisions = int(metrics.ShedGateFull) + 1
+)
+
+// The outcomes of a rate-limit decision, in the order of rateOutcomes.
+const (
+	rateAllowed = iota
+	rateRefused
+	rateShadowRefused
+)
+
+var rateOutcomes = [...]string{"allowed", "refused", "shadow_refused"}
+
+// Metrics reports the events of sluice's guards to a go-metrics registry. It
+// implements metrics.GateObserver, metrics.RateObserver and
+// metrics.ShedObserver; its methods are safe for concurrent use. Build it
+// with New.
+type Metrics struct {
+	reg    gm.Registry
+	prefix string
+
+	gate    atomic.Pointer[adaptive.Limiter]
+	shedder atomic.Pointer[shed.Shedder]
+
+	rtt      gm.Histogram
+	release  [gateReleases]gm.Counter
+	up, down gm.Counter
+
+	partitions memo.Memo[[gateDecisions]gm.Counter]
+	limiters   memo.Memo[[len(rateOutcomes)]gm.Counter]
+	leases     memo.Memo[gm.Counter]
+	priorities memo.Memo[[shedDecisions]gm.Counter]
+}
+
+var (
+	_ metrics.GateObserver = (*Metrics)(nil)
+	_ metrics.RateObserver = (*Metrics)(nil)
+	_ metrics.ShedObserver = (*Metrics)(nil)
+)
+
+// New builds the metrics and registers those without labels on reg. It
+// fails, leaving reg as it was, when reg is nil, an option is invalid, or
+// one of the names is taken (a gm.DuplicateMetric, wrapped).
+func New(reg gm.Registry, opts ...Option) (*Metrics, error) {
+	cfg := config{sample: func() gm.Sample { return gm.NewExpDecaySample(1028, 0.015) }}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	var errs []error
+	if reg == nil {
+		errs = append(errs, errors.New("sluice/gometrics: New(nil): a Registry is required"))
+	}
+	if cfg.sample == nil {
+		errs = append(errs, errors.New("sluice/gometrics: WithSample(nil)"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	m := &Metrics{reg: reg, prefix: cfg.prefix, rtt: gm.NewHistogram(cfg.sample()), up: gm.NewCounter(), down: gm.NewCounter()}
+	fixed := []struct {
+		name   string
+		metric any
+	}{
+		{"sluice.gate.limit", gm.NewFunctionalGauge(func() int64 { return m.gateRead((*adaptive.Limiter).Limit) })},
+		{"sluice.gate.in_flight", gm.NewFunctionalGauge(func() int64 { return m.gateRead((*adaptive.Limiter).InFlight) })},
+		{"sluice.gate.queue_length", gm.NewFunctionalGauge(func() int64 { return m.gateRead((*adaptive.Limiter).Queued) })},
+		{"sluice.shed.cutoff_level", gm.NewFunctionalGauge(func() int64 {
+			if s := m.shedder.Load(); s != nil {
+				return int64(s.Cutoff())
+			}
+			return 0
+		})},
+		{"sluice.gate.rtt_ns", m.rtt},
+		{"sluice.gate.limit_changes.up", m.up},
+		{"sluice.gate.limit_changes.down", m.down},
+	}
+	for r := range m.release {
+		m.release[r] = gm.NewCounter()
+		fixed = append(fixed, struct {
+			name   string
+			metric any
+		}{"sluice.gate.releases." + metrics.GateRelease(r).String(), m.release[r]})
+	}
+	for i, f := range fixed {
+		if err := reg.Register(m.prefix+f.name, f.metric); err != nil {
+			for _, g := range fixed[:i] {
+				reg.Unregister(m.prefix + g.name)
+			}
+			return nil, fmt.Errorf("sluice/gometrics: registering %s: %w", m.prefix+f.name, err)
+		}
+	}
+	m.partitions.New = func(p string) *[gateDecisions]gm.Counter {
+		var c [gateDecisions]gm.Counter
+		for d := range c {
+			c[d] = m.counter("sluice.gate.decisions", p, metrics.GateDecision(d).String())
+		}
+		return &c
+	}
+	m.limiters.New = func(l string) *[len(rateOutcomes)]gm.Counter {
+		var c [len(rateOutcomes)]gm.Counter
+		for o := range c {
+			c[o] = m.counter("sluice.ratelimit.decisions", l, rateOutcomes[o])
+		}
+		return &c
+	}
+	m.leases.New = func(l string) *gm.Counter {
+		c := m.counter("sluice.ratelimit.lease_expiries", l)
+		return &c
+	}
+	m.priorities.New = func(p string) *[shedDecisions]gm.Counter {
+		var c [shedDecisions]gm.Counter
+		for d := range c {
+			c[d] = m.counter("sluice.shed.decisions", p, metrics.ShedDecision(d).String())
+		}
+		return &c
+	}
+	return m, nil
+}
+
+// Name returns the registered name of the metric base with the given label
+// values, as the package doc describes: Name("sluice.gate.decisions", "",
+// "admitted") is "sluice.gate.decisions._.admitted", preceded by the prefix
+// of WithPrefix.
+func (m *Metrics) Name(base string, labels ...string) string {
+	var b strings.Builder
+	b.WriteString(m.prefix)
+	b.WriteString(base)
+	for _, l := range labels {
+		if l == "" {
+			l = "_"
+		}
+		b.WriteByte('.')
+		b.WriteString(l)
+	}
+	return b.String()
+}
+
+// counter returns the registered counter of base and labels, registering
+// a new one if the name is free (see the package doc for a taken name).
+func (m *Metrics) counter(base string, labels ...string) gm.Counter {
+	if c, ok := m.reg.GetOrRegister(m.Name(base, labels...), gm.NewCounter()).(gm.Counter); ok {
+		return c
+	}
+	return gm.NewCounter()
+}
+
+func (m *Metrics) gateRead(f func(*adaptive.Limiter) int) int64 {
+	if g := m.gate.Load(); g != nil {
+		return int64(f(g))
+	}
+	return 0
+}
+
+// AttachGate makes the gauges sluice.gate.limit, sluice.gate.in_flight and
+// sluice.gate.queue_length read g whenever they are read; nil detaches it
+// and they read 0. Attach the gate whose observer is m, so the gauges and
+// counters describe one gate.
+func (m *Metrics) AttachGate(g *adaptive.Limiter) { m.gate.Store(g) }
+
+// AttachShedder makes the gauge sluice.shed.cutoff_level read s whenever it
+// is read; nil detaches it and it reads 0.
+func (m *Metrics) AttachShedder(s *shed.Shedder) { m.shedder.Store(s) }
+
+// GateDecision counts an acquisition in
+// sluice.gate.decisions.<partition>.<outcome>.
+func (m *Metrics) GateDecision(d metrics.GateDecision, partition string, _ time.Duration) {
+	if int(d) < gateDecisions {
+		m.partitions.Get(partition)[d].Inc(1)
+		return
+	}
+	m.counter("sluice.gate.decisions", partition, d.String()).Inc(1) // a decision newer than this package
+}
+
+// GateRelease counts a release in sluice.gate.releases.<kind> and, for
+// Success, records its round-trip time in sluice.gate.rtt_ns.
+func (m *Metrics) GateRelease(r metrics.GateRelease, rtt time.Duration) {
+	if int(r) < gateReleases {
+		m.release[r].Inc(1)
+	} else {
+		m.counter("sluice.gate.releases", r.String()).Inc(1)
+	}
+	if r == metrics.Success {
+		m.rtt.Update(int64(rtt))
+	}
+}
+
+// GateLimit counts a change of the limit in
+// sluice.gate.limit_changes.<direction>.
+func (m *Metrics) GateLimit(old, new int) {
+	switch {
+	case new > old:
+		m.up.Inc(1)
+	case new < old:
+		m.down.Inc(1)
+	}
+}
+
+// RateDecision counts a decision in
+// sluice.ratelimit.decisions.<limiter>.<outcome>.
+func (m *Metrics) RateDecision(limiter string, d metrics.RateDecision) {
+	o := rateAllowed
+	switch {
+	case d.Shadowed:
+		o = rateShadowRefused
+	case !d.Allowed:
+		o = rateRefused
+	}
+	m.limiters.Get(limiter)[o].Inc(1)
+}
+
+// LeaseExpired counts an expired lease in
+// sluice.ratelimit.lease_expiries.<limiter>.
+func (m *Metrics) LeaseExpired(limiter string) {
+	(*m.leases.Get(limiter)).Inc(1)
+}
+
+// ShedDecision counts a decision in
+// sluice.shed.decisions.<priority>.<outcome>.
+func (m *Metrics) ShedDecision(d metrics.ShedDecision, priority string) {
+	if int(d) < shedDecisions {
+		m.priorities.Get(priority)[d].Inc(1)
+		return
+	}
+	m.counter("sluice.shed.decisions", priority, d.String()).Inc(1)
+}
