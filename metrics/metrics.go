@@ -110,6 +110,9 @@ type RateDecision struct {
 	// RetryAfter is, for a refusal, the time until the request would be
 	// admitted (0 when admitted).
 	RetryAfter time.Duration
+	// Degraded reports that the store could not decide (a Redis down or
+	// slow) and the decision is its failure policy's (ratelimit.ErrDegraded).
+	Degraded bool
 }
 
 // RateObserver receives the decisions of rate limiters and concurrency

@@ -156,7 +156,7 @@ func (c *Concurrency) Acquire(ctx context.Context, key string) (Lease, Result, e
 		res.Allowed, res.Shadowed = true, true
 	}
 	if c.obs != nil {
-		observe(c.obs, c.name, 1, res)
+		observe(c.obs, c.name, 1, res, false)
 	}
 	return lease, res, err
 }

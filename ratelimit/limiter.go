@@ -225,18 +225,18 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 		if err = l.store.Apply(ctx, l.timeOf(now), req[:]); !decided(err) {
 			return Result{}, err
 		}
-		return l.finish(req[0].Result, n), err
+		return l.finish(req[0].Result, n, err), err
 	}
-	return l.finish(o.result(l.pol.burst), n), err
+	return l.finish(o.result(l.pol.burst), n, err), err
 }
 
 // finish applies shadow mode to a decision and reports it.
-func (l *Limiter) finish(res Result, n int) Result {
+func (l *Limiter) finish(res Result, n int, err error) Result {
 	if l.shadow && !res.Allowed {
 		res.Allowed, res.Shadowed = true, true
 	}
 	if l.obs != nil {
-		observe(l.obs, l.name, n, res)
+		observe(l.obs, l.name, n, res, err != nil && errors.Is(err, ErrDegraded))
 	}
 	return res
 }

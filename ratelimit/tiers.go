@@ -137,7 +137,7 @@ func (t *Tiers) combine(reqs []Request, n int, each []Result, err error) (Result
 	}
 	out := Result{Allowed: true, Remaining: -1}
 	for i, l := range t.lims {
-		res := l.finish(reqs[i].Result, n)
+		res := l.finish(reqs[i].Result, n, err)
 		if each != nil {
 			each[i] = res
 		}

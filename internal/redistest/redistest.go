@@ -34,23 +34,55 @@ type Server struct {
 // ends. extra arguments are passed to redis-server.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Fatalf("redis-server not found (run scripts/ensure-redis.sh): %v", err)
+	s, err := launch(t.TempDir(), extra...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	s := &Server{t: t, dir: t.TempDir()}
+	s.t = t
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// Launch starts a redis-server on a free loopback port outside any test
+// (for a TestMain, whose examples need a server); Close stops it.
+func Launch() (*Server, error) {
+	dir, err := os.MkdirTemp("", "redistest")
+	if err != nil {
+		return nil, err
+	}
+	s, err := launch(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+	}
+	return s, err
+}
+
+// Close kills a server made by Launch and removes its directory.
+func (s *Server) Close() {
+	s.Kill()
+	os.RemoveAll(s.dir)
+}
+
+func launch(dir string, extra ...string) (*Server, error) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		return nil, fmt.Errorf("redis-server not found (run scripts/ensure-redis.sh): %v", err)
+	}
+	s := &Server{dir: dir}
 	var lastErr error
 	for range 5 {
-		s.port = freePort(t)
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		s.port = port
 		s.Addr = "127.0.0.1:" + strconv.Itoa(s.port)
 		s.args = append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "",
 			"--appendonly", "no", "--dir", s.dir, "--protected-mode", "no"}, extra...)
 		if lastErr = s.start(); lastErr == nil {
-			t.Cleanup(s.Kill)
-			return s
+			return s, nil
 		}
 	}
-	t.Fatalf("starting redis-server: %v", lastErr)
-	return nil
+	return nil, fmt.Errorf("starting redis-server: %v", lastErr)
 }
 
 func (s *Server) start() error {
@@ -106,6 +138,9 @@ func (s *Server) Restart() {
 			return
 		}
 		time.Sleep(20 * time.Millisecond) // the port may linger after the kill
+	}
+	if s.t == nil {
+		panic(fmt.Sprintf("redistest: restarting redis-server: %v", err))
 	}
 	s.t.Fatalf("restarting redis-server: %v", err)
 }
@@ -203,11 +238,11 @@ func command(addr string, args ...string) (string, error) {
 	return line, nil
 }
 
-func freePort(t testing.TB) int {
+func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return l.Addr().(*net.TCPAddr).Port, nil
 }

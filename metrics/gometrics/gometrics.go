@@ -32,6 +32,7 @@
 //	sluice.gate.limit_changes.<direction>           counter    changes of the limit: up, down
 //	sluice.ratelimit.decisions.<limiter>.<outcome>  counter    rate-limit decisions: allowed, refused, shadow_refused
 //	sluice.ratelimit.lease_expiries.<limiter>       counter    concurrency leases taken back because they expired
+//	sluice.ratelimit.degraded.<limiter>             counter    decisions made by a failed store's failure policy (ratelimit.ErrDegraded)
 //	sluice.shed.decisions.<priority>.<outcome>      counter    shedder decisions: admitted, shed, gate_full
 //	sluice.shed.cutoff_level                        gauge      the shedder's cutoff level (shed.Levels(): nothing shed); 0 until a shedder is attached
 //
@@ -124,6 +125,7 @@ type Metrics struct {
 	partitions memo.Memo[[gateDecisions]gm.Counter]
 	limiters   memo.Memo[[len(rateOutcomes)]gm.Counter]
 	leases     memo.Memo[gm.Counter]
+	degraded   memo.Memo[gm.Counter]
 	priorities memo.Memo[[shedDecisions]gm.Counter]
 }
 
@@ -202,6 +204,10 @@ func New(reg gm.Registry, opts ...Option) (*Metrics, error) {
 	}
 	m.leases.New = func(l string) *gm.Counter {
 		c := m.counter("sluice.ratelimit.lease_expiries", l)
+		return &c
+	}
+	m.degraded.New = func(l string) *gm.Counter {
+		c := m.counter("sluice.ratelimit.degraded", l)
 		return &c
 	}
 	m.priorities.New = func(p string) *[shedDecisions]gm.Counter {
@@ -303,6 +309,9 @@ func (m *Metrics) RateDecision(limiter string, d metrics.RateDecision) {
 		o = rateRefused
 	}
 	m.limiters.Get(limiter)[o].Inc(1)
+	if d.Degraded {
+		(*m.degraded.Get(limiter)).Inc(1)
+	}
 }
 
 // LeaseExpired counts an expired lease in

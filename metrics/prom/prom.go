@@ -25,6 +25,7 @@
 //	sluice_gate_limit_changes_total        counter    direction           changes of the limit: up, down
 //	sluice_ratelimit_decisions_total       counter    limiter, outcome    rate-limit decisions: allowed, refused, shadow_refused
 //	sluice_ratelimit_lease_expiries_total  counter    limiter             concurrency leases taken back because they expired
+//	sluice_ratelimit_degraded_total        counter    limiter             decisions made by a failed store's failure policy (ratelimit.ErrDegraded)
 //	sluice_shed_decisions_total            counter    priority, outcome   shedder decisions (metrics.ShedDecision): admitted, shed, gate_full
 //	sluice_shed_cutoff_level               gauge      -                   the shedder's cutoff level; shed.Levels() when nothing is shed (attached shedder)
 //
@@ -125,6 +126,7 @@ type Metrics struct {
 	limitChanges *prometheus.CounterVec
 	rateDecision *prometheus.CounterVec
 	leaseExpiry  *prometheus.CounterVec
+	degraded     *prometheus.CounterVec
 	shedDecision *prometheus.CounterVec
 
 	release  [gateReleases]prometheus.Counter
@@ -133,6 +135,7 @@ type Metrics struct {
 	partitions memo.Memo[[gateDecisions]prometheus.Counter]
 	limiters   memo.Memo[[len(rateOutcomes)]prometheus.Counter]
 	leases     memo.Memo[prometheus.Counter]
+	degradedBy memo.Memo[prometheus.Counter]
 	priorities memo.Memo[[shedDecisions]prometheus.Counter]
 }
 
@@ -187,6 +190,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		limitChanges: counter("sluice_gate_limit_changes_total", "Changes of the adaptive gate's limit, by direction.", "direction"),
 		rateDecision: counter("sluice_ratelimit_decisions_total", "Rate limiter decisions, by limiter and outcome.", "limiter", "outcome"),
 		leaseExpiry:  counter("sluice_ratelimit_lease_expiries_total", "Concurrency leases taken back because they expired, by limiter.", "limiter"),
+		degraded:     counter("sluice_ratelimit_degraded_total", "Rate limiter decisions made by the failure policy of a store that failed, by limiter.", "limiter"),
 		shedDecision: counter("sluice_shed_decisions_total", "Load shedder decisions, by priority and outcome.", "priority", "outcome"),
 	}
 	if err := reg.Register(collector{m}); err != nil {
@@ -214,6 +218,10 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	}
 	m.leases.New = func(l string) *prometheus.Counter {
 		c := m.leaseExpiry.WithLabelValues(l)
+		return &c
+	}
+	m.degradedBy.New = func(l string) *prometheus.Counter {
+		c := m.degraded.WithLabelValues(l)
 		return &c
 	}
 	m.priorities.New = func(p string) *[shedDecisions]prometheus.Counter {
@@ -269,7 +277,9 @@ func (m *Metrics) GateLimit(old, new int) {
 	}
 }
 
-// RateDecision counts a decision in sluice_ratelimit_decisions_total.
+// RateDecision counts a decision in sluice_ratelimit_decisions_total, and
+// in sluice_ratelimit_degraded_total when a failed store's failure policy
+// made it.
 func (m *Metrics) RateDecision(limiter string, d metrics.RateDecision) {
 	o := rateAllowed
 	switch {
@@ -279,6 +289,9 @@ func (m *Metrics) RateDecision(limiter string, d metrics.RateDecision) {
 		o = rateRefused
 	}
 	m.limiters.Get(limiter)[o].Inc()
+	if d.Degraded {
+		(*m.degradedBy.Get(limiter)).Inc()
+	}
 }
 
 // LeaseExpired counts an expired lease in
@@ -302,7 +315,7 @@ type collector struct{ m *Metrics }
 
 func (c collector) vectors() []prometheus.Collector {
 	m := c.m
-	return []prometheus.Collector{m.rtt, m.gateDecision, m.releases, m.limitChanges, m.rateDecision, m.leaseExpiry, m.shedDecision}
+	return []prometheus.Collector{m.rtt, m.gateDecision, m.releases, m.limitChanges, m.rateDecision, m.leaseExpiry, m.degraded, m.shedDecision}
 }
 
 // Describe sends the descriptors of every metric, whether exported yet or

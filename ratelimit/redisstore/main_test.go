@@ -2,9 +2,12 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/internal/redistest"
 	"go.uber.org/goleak"
 )
 
@@ -14,7 +17,25 @@ type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
 
+// redisAddr is the address of the redis-server the examples use, started
+// by TestMain on a free loopback port.
+var redisAddr string
+
 func TestMain(m *testing.M) {
 	redis.SetLogger(quiet{})
-	goleak.VerifyTestMain(m)
+	srv, err := redistest.Launch()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	redisAddr = srv.Addr
+	code := m.Run()
+	srv.Close()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }

@@ -36,10 +36,12 @@
 //
 // A key's state lives at
 //
-//	<prefix>{<tag>}:<policy>
+//	<prefix>{<key>}:<policy>                 by default
+//	<prefix>{<tag>}:<policy>:<key>           with WithHashTag
 //
 // where <policy> names the algorithm and limit (limits never share state),
-// and <tag> is the caller's key, sanitised: a key of at most 64 bytes of
+// <key> is the caller's key and <tag> the hash tag WithHashTag gives it,
+// both sanitised: a key of at most 64 bytes of
 // letters, digits and "-_.:/@=+," is used as it is (readable in redis-cli);
 // any other key is replaced by "#" and the base64url of 16 bytes of its
 // SHA-256, so user text can neither pick a Redis Cluster slot nor make a
@@ -282,11 +284,10 @@ func gcd(a, b int64) int64 {
 
 // redisKey returns the Redis key of key under q.
 func (s *Store) redisKey(key string, q *policy) string {
-	tag := key
-	if s.tag != nil {
-		tag = s.tag(key)
+	if s.tag == nil {
+		return s.prefix + "{" + sanitize(key) + "}:" + q.id
 	}
-	return s.prefix + "{" + sanitize(tag) + "}:" + q.id
+	return s.prefix + "{" + sanitize(s.tag(key)) + "}:" + q.id + ":" + sanitize(key)
 }
 
 // sanitize returns key if it is short and made of safe characters, else
@@ -378,12 +379,8 @@ func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Reque
 			int(r.Op), r.N, shadow, maxWait, r.Mark.A, r.Mark.B)
 	}
 
-	cctx := ctx
-	if s.timeout > 0 {
-		var cancel context.CancelFunc
-		cctx, cancel = context.WithTimeout(ctx, s.timeout)
-		defer cancel()
-	}
+	cctx, cancel := s.callCtx(ctx)
+	defer cancel()
 	vals, err := s.scripts[alg].Run(cctx, s.client, keys, args...).Int64Slice()
 	if err == nil && len(vals) != 2+7*len(reqs) {
 		err = fmt.Errorf("sluice/redisstore: script answered %d values for %d requests", len(vals), len(reqs))
@@ -414,6 +411,14 @@ func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Reque
 		}
 	}
 	return nil
+}
+
+// callCtx bounds a call to Redis by the store's timeout.
+func (s *Store) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.timeout > 0 {
+		return context.WithTimeout(ctx, s.timeout)
+	}
+	return ctx, func() {}
 }
 
 // degrade decides reqs by the failure policy after cause.

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/ratelimittest"
 	"github.com/sluicehq/sluice/ratelimit/redisstore"
@@ -249,7 +250,8 @@ func TestBreakerSkipsRedis(t *testing.T) {
 	var calls atomic.Int64
 	c.AddHook(countHook{&calls})
 	s := newStore(t, c, redisstore.WithBreaker(2, time.Hour), redisstore.WithTimeout(50*time.Millisecond))
-	l, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 10, Period: time.Second}, ratelimit.WithStore(s))
+	obs := &degradedObserver{}
+	l, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 10, Period: time.Second}, ratelimit.WithStore(s), ratelimit.WithObserver(obs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,6 +268,21 @@ func TestBreakerSkipsRedis(t *testing.T) {
 	}
 	if n := calls.Load() - before; n != 0 {
 		t.Fatalf("%d Redis calls with the breaker open, want 0", n)
+	}
+	if n := obs.degraded.Load(); n != 1002 {
+		t.Fatalf("the observer counted %d degraded decisions, want 1002", n)
+	}
+}
+
+// degradedObserver counts the decisions a failure policy made.
+type degradedObserver struct {
+	metrics.RateBase
+	degraded atomic.Int64
+}
+
+func (o *degradedObserver) RateDecision(_ string, d metrics.RateDecision) {
+	if d.Degraded {
+		o.degraded.Add(1)
 	}
 }
 
@@ -449,5 +466,76 @@ func TestRefusalCacheDecides(t *testing.T) {
 			}
 		}
 		t.Logf("%v: %d refusals answered locally with Remaining 0", alg, local)
+	}
+}
+
+// TestConcurrency: at most Max leases per key across two stores; a released
+// lease frees its slot, a crashed holder's lease expires, renew extends.
+func TestConcurrency(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	var ccs [2]*redisstore.Concurrency
+	for i := range ccs {
+		cc, err := redisstore.NewConcurrency(newStore(t, client(t, srv.Addr)), 3, 50*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ccs[i] = cc
+	}
+	var leases []redisstore.Lease
+	for i := range 4 {
+		l, res, err := ccs[i%2].Acquire(ctx, "tenant")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Allowed != (i < 3) || res.Limit != 3 {
+			t.Fatalf("acquire %d: %+v", i, res)
+		}
+		if res.Allowed {
+			leases = append(leases, l)
+		} else if res.RetryAfter <= 0 || res.RetryAfter > 50*time.Millisecond {
+			t.Fatalf("refusal RetryAfter %v", res.RetryAfter)
+		}
+	}
+	if n, err := ccs[0].InFlight(ctx, "tenant"); err != nil || n != 3 {
+		t.Fatalf("in flight %d %v, want 3", n, err)
+	}
+	if ok, err := leases[0].Release(ctx); !ok || err != nil {
+		t.Fatalf("release: %v %v", ok, err)
+	}
+	if ok, _ := leases[0].Release(ctx); ok {
+		t.Fatal("released twice")
+	}
+	if _, res, _ := ccs[1].Acquire(ctx, "tenant"); !res.Allowed {
+		t.Fatalf("after a release: %+v", res)
+	}
+	if ok, err := leases[1].Renew(ctx); !ok || err != nil {
+		t.Fatalf("renew: %v %v", ok, err)
+	}
+	// The holders "crash": their leases expire on the server's clock.
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		n, err := ccs[0].InFlight(ctx, "tenant")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d leases still held long after expiry", n)
+		}
+		time.Sleep(10 * time.Millisecond) // waiting for Redis's clock, which a test cannot drive
+	}
+	if ok, _ := leases[1].Renew(ctx); ok {
+		t.Fatal("renewed an expired lease")
+	}
+	for range 3 {
+		if _, res, _ := ccs[0].Acquire(ctx, "tenant"); !res.Allowed {
+			t.Fatalf("after expiry: %+v", res)
+		}
+	}
+	if _, err := redisstore.NewConcurrency(nil, 0, 0); err == nil || !strings.Contains(err.Error(), "lease") {
+		t.Fatalf("bad arguments: %v", err)
 	}
 }

@@ -1,0 +1,110 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/redisstore"
+)
+
+// A GCRA limit of 5 per second shared by every process that uses the same
+// Redis. Each decision is one script run on the server, at the server's time.
+func Example() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer client.Close()
+	store, err := redisstore.New(client, redisstore.WithPrefix("example:"))
+	if err != nil {
+		panic(err)
+	}
+	lim, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 5, Period: time.Second}, ratelimit.WithStore(store))
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	for i := range 6 {
+		res, err := lim.Allow(ctx, "api-key:alice")
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(i, res.Allowed, res.Remaining, res.RetryAfter > 0)
+	}
+	// Output:
+	// 0 true 4 false
+	// 1 true 3 false
+	// 2 true 2 false
+	// 3 true 1 false
+	// 4 true 0 false
+	// 5 false 0 true
+}
+
+// Several limits on one key — 3 a second and 1000 a day — are checked in
+// one round trip, all or nothing: a request the daily limit refused would
+// not spend the per-second one.
+func Example_multiPolicy() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer client.Close()
+	store, _ := redisstore.New(client, redisstore.WithPrefix("example-multi:"))
+	perSecond, _ := ratelimit.New(ratelimit.TokenBucket, ratelimit.Limit{Rate: 3, Period: time.Second}, ratelimit.WithStore(store))
+	perDay, _ := ratelimit.New(ratelimit.FixedWindow, ratelimit.Limit{Rate: 1000, Period: 24 * time.Hour}, ratelimit.WithStore(store))
+	both, err := ratelimit.All(perSecond, perDay)
+	if err != nil {
+		panic(err)
+	}
+	each := make([]ratelimit.Result, 2)
+	for range 4 {
+		res, err := both.AllowN(context.Background(), []string{"user:7", "user:7"}, 1, each)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(res.Allowed, each[0].Remaining, each[1].Remaining)
+	}
+	// Output:
+	// true 2 999
+	// true 1 998
+	// true 0 997
+	// false 0 997
+}
+
+// When Redis is unreachable the store decides by its failure policy and
+// says so: here it fails open, and the error wraps ratelimit.ErrDegraded.
+func Example_failOpen() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1}) // nothing listens there
+	defer client.Close()
+	store, _ := redisstore.New(client, redisstore.WithFailurePolicy(redisstore.FailOpen),
+		redisstore.WithTimeout(50*time.Millisecond))
+	lim, _ := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 5, Period: time.Second}, ratelimit.WithStore(store))
+	res, err := lim.Allow(context.Background(), "k")
+	fmt.Println(res.Allowed, errors.Is(err, ratelimit.ErrDegraded))
+	// Output: true true
+}
+
+// A per-key concurrency limit across processes: at most 2 requests of a
+// tenant in flight; a lease expires if its holder never releases it.
+func ExampleConcurrency() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer client.Close()
+	store, _ := redisstore.New(client, redisstore.WithPrefix("example-cc:"))
+	cc, err := redisstore.NewConcurrency(store, 2, 30*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	a, res, _ := cc.Acquire(ctx, "tenant:acme")
+	fmt.Println(res.Allowed, res.Remaining)
+	_, res, _ = cc.Acquire(ctx, "tenant:acme")
+	fmt.Println(res.Allowed, res.Remaining)
+	_, res, _ = cc.Acquire(ctx, "tenant:acme")
+	fmt.Println(res.Allowed)
+	a.Release(ctx)
+	_, res, _ = cc.Acquire(ctx, "tenant:acme")
+	fmt.Println(res.Allowed)
+	// Output:
+	// true 1
+	// true 0
+	// false
+	// true
+}
