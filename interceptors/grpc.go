@@ -1,0 +1,306 @@
+package interceptors
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/shed"
+)
+
+// GRPCQuota is one tier of a rate-limited gRPC service: a named rate limit
+// and how to key an RPC for it.
+type GRPCQuota struct {
+	// Name names the policy in refusal messages: 1 to 64 bytes of
+	// printable ASCII, unique among the quotas.
+	Name string
+	// Limiter decides the tier. The limiters keep their state in memory,
+	// or all share one store (see ratelimit.All).
+	Limiter *ratelimit.Limiter
+	// Key extracts the RPC's key for this tier.
+	Key GRPCKeyFunc
+}
+
+// GRPCInterceptors are the unary and stream server interceptors of one
+// guard. Install them with grpc.ChainUnaryInterceptor and
+// grpc.ChainStreamInterceptor; the guards compose in the order given.
+type GRPCInterceptors struct {
+	// Unary guards unary RPCs.
+	Unary grpc.UnaryServerInterceptor
+	// Stream guards streaming RPCs; a guard that holds a token holds it
+	// until the stream's handler returns.
+	Stream grpc.StreamServerInterceptor
+}
+
+// srvGRPCAdmit decides an RPC. held reports whether tok must be released
+// when the handler returns; a non-nil error refuses the RPC (the trailer has
+// been set on ss, or on ctx's stream for a unary RPC when ss is nil).
+type srvGRPCAdmit func(ctx context.Context, fullMethod string, ss grpc.ServerStream) (tok adaptive.Token, held bool, err error)
+
+// srvInterceptors builds both interceptors around admit.
+func (c *srvConfig) srvInterceptors(admit srvGRPCAdmit) GRPCInterceptors {
+	return GRPCInterceptors{
+		Unary: func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+			tok, held, err := admit(ctx, info.FullMethod, nil)
+			if err != nil {
+				return nil, err
+			}
+			if !held {
+				return handler(ctx, req)
+			}
+			released := false
+			defer func() {
+				if !released { // the handler panicked
+					tok.Ignore()
+				}
+			}()
+			resp, err := handler(ctx, req)
+			released = true
+			srvRelease(tok, c.grpcClassifier(ctx, err))
+			return resp, err
+		},
+		Stream: func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+			ctx := ss.Context()
+			tok, held, err := admit(ctx, info.FullMethod, ss)
+			if err != nil {
+				return err
+			}
+			if !held {
+				return handler(srv, ss)
+			}
+			released := false
+			defer func() {
+				if !released {
+					tok.Ignore()
+				}
+			}()
+			err = handler(srv, ss) // the token is held for the stream's life
+			released = true
+			srvRelease(tok, c.grpcClassifier(ctx, err))
+			return err
+		},
+	}
+}
+
+// srvRefuseGRPC sets the retry trailer and returns the refusal status:
+// code and msg, with a google.rpc.RetryInfo detail. Both carry the retry
+// time rounded up to whole milliseconds.
+func srvRefuseGRPC(ctx context.Context, ss grpc.ServerStream, code codes.Code, msg string, retry time.Duration) error {
+	ms := max(1, srvCeilMillis(retry))
+	md := metadata.Pairs(RetryPushbackTrailer, strconv.FormatInt(ms, 10))
+	if ss != nil {
+		ss.SetTrailer(md)
+	} else {
+		_ = grpc.SetTrailer(ctx, md) // fails only outside a server RPC
+	}
+	st := status.New(code, msg)
+	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Duration(ms) * time.Millisecond)}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// RateLimitInterceptors returns interceptors that admit an RPC (a stream
+// counts once, when it opens) only if every quota admits it, at a cost of
+// one unit (ratelimit.All: a tier that admits spends nothing when another
+// refuses).
+//
+// A refused RPC fails with RESOURCE_EXHAUSTED, a google.rpc.RetryInfo
+// detail and the grpc-retry-pushback-ms trailer, both carrying the exact
+// retry time rounded up to whole milliseconds (plus any WithRetryJitter,
+// never less). A key extractor's error, or a key the limiter refuses as
+// invalid, fails with INVALID_ARGUMENT. An error of the limiter that comes
+// with a decision (ratelimit.ErrTooManyKeys) is decided as the limiter
+// decided; any other (a failed store) fails with UNAVAILABLE and
+// WithStoreErrorRetry's retry time, or is admitted with WithFailOpen.
+//
+// It returns an error if quotas is empty or holds an invalid entry, if the
+// limiters cannot be tiered, and for options that are invalid or do not
+// apply (it takes WithRetryJitter, WithJitterSource, WithStoreErrorRetry and
+// WithFailOpen).
+func RateLimitInterceptors(quotas []GRPCQuota, opts ...ServerOption) (GRPCInterceptors, error) {
+	cfg, err := srvBuild(srvGRPC|srvRate, "RateLimitInterceptors", opts)
+	if err != nil {
+		return GRPCInterceptors{}, err
+	}
+	names := make([]string, len(quotas))
+	lims := make([]*ratelimit.Limiter, len(quotas))
+	keysNil := make([]bool, len(quotas))
+	keys := make([]GRPCKeyFunc, len(quotas))
+	for i, q := range quotas {
+		names[i], lims[i], keysNil[i], keys[i] = q.Name, q.Limiter, q.Key == nil, q.Key
+	}
+	q, err := srvNewQuotas("RateLimitInterceptors", names, lims, keysNil)
+	if err != nil {
+		return GRPCInterceptors{}, err
+	}
+	admit := func(ctx context.Context, method string, ss grpc.ServerStream) (adaptive.Token, bool, error) {
+		sc := q.get()
+		defer q.put(sc)
+		for i, key := range keys {
+			k, err := key(ctx, method)
+			if err != nil {
+				return adaptive.Token{}, false, status.Error(codes.InvalidArgument, srvKeyErrorMessage(err))
+			}
+			sc.keys[i] = k
+		}
+		res, err := q.tiers.AllowN(ctx, sc.keys, 1, sc.each)
+		if err != nil && res.Limit <= 0 {
+			switch {
+			case errors.Is(err, ratelimit.ErrInvalidKey):
+				return adaptive.Token{}, false, status.Error(codes.InvalidArgument, "sluice: malformed rate-limit key")
+			case cfg.failOpen:
+				return adaptive.Token{}, false, nil
+			case ctx.Err() != nil:
+				return adaptive.Token{}, false, status.FromContextError(ctx.Err()).Err()
+			}
+			return adaptive.Token{}, false, srvRefuseGRPC(ctx, ss, codes.Unavailable,
+				"sluice: rate limit unavailable", cfg.srvRetry(cfg.storeErrorRetry))
+		}
+		if !res.Allowed {
+			msg := "sluice: rate limit exceeded"
+			if v := q.violated(sc.each); len(v) > 0 {
+				msg += " (" + strings.Join(v, ", ") + ")"
+			}
+			return adaptive.Token{}, false, srvRefuseGRPC(ctx, ss, codes.ResourceExhausted, msg, cfg.srvRetry(res.RetryAfter))
+		}
+		return adaptive.Token{}, false, nil
+	}
+	return cfg.srvInterceptors(admit), nil
+}
+
+// srvKeyErrorMessage describes a key extractor's error without echoing input.
+func srvKeyErrorMessage(err error) string {
+	if errors.Is(err, ErrNoKey) {
+		return "sluice: missing rate-limit key"
+	}
+	return "sluice: malformed rate-limit key"
+}
+
+// GateInterceptors returns interceptors that run each RPC under a token of
+// the adaptive gate, waiting in the gate's queue if it has one
+// (adaptive.Limiter.Acquire); a stream holds its token until its handler
+// returns. An RPC the gate refuses fails with UNAVAILABLE, a RetryInfo
+// detail and the grpc-retry-pushback-ms trailer (WithOverloadRetry, plus any
+// jitter); one whose context ends while it waits fails with the context's
+// status (CANCELLED or DEADLINE_EXCEEDED). The token is released as the
+// classifier decides from the handler's error (DefaultGRPCClassifier, or
+// WithGRPCClassifier), and with Ignore if the handler panics. Chain rate
+// limits before the gate: the default classifier counts a
+// RESOURCE_EXHAUSTED from inside as a drop.
+//
+// It returns an error for a nil gate and for options that are invalid or do
+// not apply (it takes WithRetryJitter, WithJitterSource, WithOverloadRetry and
+// WithGRPCClassifier).
+func GateInterceptors(gate *adaptive.Limiter, opts ...ServerOption) (GRPCInterceptors, error) {
+	cfg, err := srvBuild(srvGRPC|srvGate, "GateInterceptors", opts)
+	if err != nil {
+		return GRPCInterceptors{}, err
+	}
+	if gate == nil {
+		return GRPCInterceptors{}, errors.New("sluice/interceptors: GateInterceptors: nil gate")
+	}
+	admit := func(ctx context.Context, _ string, ss grpc.ServerStream) (adaptive.Token, bool, error) {
+		tok, err := gate.Acquire(ctx)
+		if err == nil {
+			return tok, true, nil
+		}
+		if !errors.Is(err, adaptive.ErrLimitExceeded) && ctx.Err() != nil {
+			return adaptive.Token{}, false, status.FromContextError(ctx.Err()).Err()
+		}
+		return adaptive.Token{}, false, srvRefuseGRPC(ctx, ss, codes.Unavailable,
+			"sluice: server at capacity", cfg.srvRetry(cfg.overloadRetry))
+	}
+	return cfg.srvInterceptors(admit), nil
+}
+
+// ShedInterceptors returns interceptors that admit each RPC through the
+// shedder by its priority (MetadataPriority, or WithGRPCPriority) and user
+// (WithGRPCUser; by default all RPCs are user 0); a stream holds its token
+// until its handler returns. An RPC that is shed, or finds the gate behind
+// the shedder full, fails with UNAVAILABLE, a RetryInfo detail and the
+// grpc-retry-pushback-ms trailer (the shedder's hint, else
+// WithOverloadRetry, plus any jitter). The token is released as with
+// GateInterceptors.
+//
+// It returns an error for a nil shedder and for options that are invalid or
+// do not apply (it takes WithRetryJitter, WithJitterSource,
+// WithOverloadRetry, WithGRPCClassifier, WithGRPCPriority and WithGRPCUser).
+func ShedInterceptors(s *shed.Shedder, opts ...ServerOption) (GRPCInterceptors, error) {
+	cfg, err := srvBuild(srvGRPC|srvShedder, "ShedInterceptors", opts)
+	if err != nil {
+		return GRPCInterceptors{}, err
+	}
+	if s == nil {
+		return GRPCInterceptors{}, errors.New("sluice/interceptors: ShedInterceptors: nil shedder")
+	}
+	admit := func(ctx context.Context, method string, ss grpc.ServerStream) (adaptive.Token, bool, error) {
+		var user uint64
+		if cfg.grpcUser != nil {
+			user = cfg.grpcUser(ctx, method)
+		}
+		tok, dec := s.TryAcquire(cfg.grpcPriority(ctx, method), user)
+		if dec.Admitted {
+			return tok, true, nil
+		}
+		retry := dec.RetryAfter
+		if retry <= 0 {
+			retry = cfg.overloadRetry
+		}
+		msg := "sluice: server at capacity"
+		if dec.Shed {
+			msg = "sluice: shed (priority too low for the current load)"
+		}
+		return adaptive.Token{}, false, srvRefuseGRPC(ctx, ss, codes.Unavailable, msg, cfg.srvRetry(retry))
+	}
+	return cfg.srvInterceptors(admit), nil
+}
+
+// DefaultGRPCClassifier releases an RPC's token with Ignore when the client
+// canceled it (its context was canceled, or the handler returned CANCELLED),
+// with Dropped when the handler returned DEADLINE_EXCEEDED,
+// RESOURCE_EXHAUSTED or UNAVAILABLE (or a context.DeadlineExceeded error),
+// the signs of overload, and with Success otherwise, including for other
+// errors: a handler that answers NOT_FOUND quickly has served its request.
+func DefaultGRPCClassifier(ctx context.Context, err error) Outcome {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return OutcomeIgnore
+	}
+	if err == nil {
+		return OutcomeSuccess
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return OutcomeIgnore
+	case errors.Is(err, context.DeadlineExceeded):
+		return OutcomeDropped
+	}
+	switch status.Code(err) {
+	case codes.Canceled:
+		return OutcomeIgnore
+	case codes.DeadlineExceeded, codes.ResourceExhausted, codes.Unavailable:
+		return OutcomeDropped
+	}
+	return OutcomeSuccess
+}
+
+// srvMetadataValue returns the single value of the incoming metadata key,
+// or "" when it is absent or repeated.
+func srvMetadataValue(ctx context.Context, key string) string {
+	vs := metadata.ValueFromIncomingContext(ctx, key)
+	if len(vs) != 1 {
+		return ""
+	}
+	return vs[0]
+}

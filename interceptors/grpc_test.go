@@ -1,0 +1,516 @@
+package interceptors
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/shed"
+)
+
+// srvT0 is the start of every manual clock in these tests.
+var srvT0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// srvHealth is a health service whose behaviour each test sets: the gRPC
+// service that ships with grpc-go, so the tests need no generated code.
+type srvHealth struct {
+	grpc_health_v1.UnimplementedHealthServer
+	check func(ctx context.Context) error
+	watch func(stream grpc_health_v1.Health_WatchServer) error
+}
+
+func (h *srvHealth) Check(ctx context.Context, _ *grpc_health_v1.HealthCheckRequest) (*grpc_health_v1.HealthCheckResponse, error) {
+	if h.check != nil {
+		if err := h.check(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return &grpc_health_v1.HealthCheckResponse{Status: grpc_health_v1.HealthCheckResponse_SERVING}, nil
+}
+
+func (h *srvHealth) Watch(_ *grpc_health_v1.HealthCheckRequest, stream grpc_health_v1.Health_WatchServer) error {
+	if h.watch != nil {
+		return h.watch(stream)
+	}
+	return stream.Send(&grpc_health_v1.HealthCheckResponse{Status: grpc_health_v1.HealthCheckResponse_SERVING})
+}
+
+// srvStartGRPC serves h on 127.0.0.1:0 behind the interceptors and returns
+// a client connected to it; both are closed when the test ends.
+func srvStartGRPC(t *testing.T, h *srvHealth, ics ...GRPCInterceptors) grpc_health_v1.HealthClient {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var us []grpc.UnaryServerInterceptor
+	var ss []grpc.StreamServerInterceptor
+	for _, ic := range ics {
+		us = append(us, ic.Unary)
+		ss = append(ss, ic.Stream)
+	}
+	s := grpc.NewServer(grpc.ChainUnaryInterceptor(us...), grpc.ChainStreamInterceptor(ss...))
+	grpc_health_v1.RegisterHealthServer(s, h)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = s.Serve(lis)
+	}()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = conn.Close()
+		s.Stop()
+		<-served
+	})
+	return grpc_health_v1.NewHealthClient(conn)
+}
+
+// srvRetryInfo returns the RetryInfo delay of a status error, or -1.
+func srvRetryInfo(t *testing.T, err error) time.Duration {
+	t.Helper()
+	st, ok := status.FromError(err)
+	if !ok {
+		t.Fatalf("not a status error: %v", err)
+	}
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			return ri.GetRetryDelay().AsDuration()
+		}
+	}
+	return -1
+}
+
+func srvCtx(t *testing.T, kv ...string) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	if len(kv) > 0 {
+		ctx = metadata.AppendToOutgoingContext(ctx, kv...)
+	}
+	return ctx
+}
+
+func TestGRPCRateLimitUnary(t *testing.T) {
+	clk := clock.NewManual(srvT0)
+	lim, err := ratelimit.New(ratelimit.TokenBucket, ratelimit.Limit{Rate: 2, Period: 10 * time.Second}, ratelimit.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := MetadataKey("tenant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ic, err := RateLimitInterceptors([]GRPCQuota{{Name: "tenant", Limiter: lim, Key: key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := srvStartGRPC(t, &srvHealth{}, ic)
+	for i := range 2 {
+		if _, err := c.Check(srvCtx(t, "tenant", "a"), &grpc_health_v1.HealthCheckRequest{}); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	// The third is refused: the next token comes in 5 s.
+	var trailer metadata.MD
+	_, err = c.Check(srvCtx(t, "tenant", "a"), &grpc_health_v1.HealthCheckRequest{}, grpc.Trailer(&trailer))
+	if got := status.Code(err); got != codes.ResourceExhausted {
+		t.Fatalf("code %v, want ResourceExhausted (%v)", got, err)
+	}
+	if d := srvRetryInfo(t, err); d != 5*time.Second {
+		t.Errorf("RetryInfo delay %v, want 5s", d)
+	}
+	if got := trailer.Get(RetryPushbackTrailer); len(got) != 1 || got[0] != "5000" {
+		t.Errorf("pushback trailer %q, want [5000]", got)
+	}
+	// Another tenant has its own allowance.
+	if _, err := c.Check(srvCtx(t, "tenant", "b"), &grpc_health_v1.HealthCheckRequest{}); err != nil {
+		t.Fatalf("tenant b: %v", err)
+	}
+	// A missing key is the caller's mistake.
+	_, err = c.Check(srvCtx(t), &grpc_health_v1.HealthCheckRequest{})
+	if got := status.Code(err); got != codes.InvalidArgument {
+		t.Errorf("no key: code %v, want InvalidArgument", got)
+	}
+	clk.Advance(5 * time.Second)
+	if _, err := c.Check(srvCtx(t, "tenant", "a"), &grpc_health_v1.HealthCheckRequest{}); err != nil {
+		t.Fatalf("after the retry time: %v", err)
+	}
+}
+
+func TestGRPCRateLimitStreamAndJitter(t *testing.T) {
+	clk := clock.NewManual(srvT0)
+	lim, err := ratelimit.New(ratelimit.FixedWindow, ratelimit.Limit{Rate: 1, Period: time.Minute}, ratelimit.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ic, err := RateLimitInterceptors([]GRPCQuota{{Name: "method", Limiter: lim, Key: MethodKey}},
+		WithRetryJitter(time.Second), WithJitterSource(func() float64 { return 0.5 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := srvStartGRPC(t, &srvHealth{}, ic)
+	open := func() (metadata.MD, error) {
+		st, err := c.Watch(srvCtx(t), &grpc_health_v1.HealthCheckRequest{})
+		if err != nil {
+			return nil, err
+		}
+		_, err = st.Recv()
+		return st.Trailer(), err
+	}
+	if _, err := open(); err != nil {
+		t.Fatalf("first stream: %v", err)
+	}
+	tr, err := open()
+	if got := status.Code(err); got != codes.ResourceExhausted {
+		t.Fatalf("second stream: code %v, want ResourceExhausted", got)
+	}
+	// The window ends in 60 s (the clock starts at 03:04:05, 55 s before the
+	// next minute: FixedWindow windows are aligned to the epoch); plus half
+	// a second of jitter.
+	want := 55*time.Second + 500*time.Millisecond
+	if d := srvRetryInfo(t, err); d != want {
+		t.Errorf("RetryInfo %v, want %v", d, want)
+	}
+	if got := tr.Get(RetryPushbackTrailer); len(got) != 1 || got[0] != "55500" {
+		t.Errorf("pushback trailer %q, want [55500]", got)
+	}
+}
+
+// srvFailingStore is a ratelimit.Store that is down.
+type srvFailingStore struct{}
+
+var errStoreDown = errors.New("store down")
+
+func (srvFailingStore) Apply(context.Context, time.Time, []ratelimit.Request) error {
+	return errStoreDown
+}
+
+func TestGRPCRateLimitStoreDown(t *testing.T) {
+	lim, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 10, Period: time.Second}, ratelimit.WithStore(srvFailingStore{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed, err := RateLimitInterceptors([]GRPCQuota{{Name: "m", Limiter: lim, Key: MethodKey}}, WithStoreErrorRetry(250*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := srvStartGRPC(t, &srvHealth{}, closed)
+	var trailer metadata.MD
+	_, err = c.Check(srvCtx(t), &grpc_health_v1.HealthCheckRequest{}, grpc.Trailer(&trailer))
+	if got := status.Code(err); got != codes.Unavailable {
+		t.Fatalf("code %v, want Unavailable", got)
+	}
+	if d := srvRetryInfo(t, err); d != 250*time.Millisecond {
+		t.Errorf("RetryInfo %v, want 250ms", d)
+	}
+	if got := trailer.Get(RetryPushbackTrailer); len(got) != 1 || got[0] != "250" {
+		t.Errorf("trailer %q", got)
+	}
+
+	open, err := RateLimitInterceptors([]GRPCQuota{{Name: "m", Limiter: lim, Key: MethodKey}}, WithFailOpen(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = srvStartGRPC(t, &srvHealth{}, open)
+	if _, err := c.Check(srvCtx(t), &grpc_health_v1.HealthCheckRequest{}); err != nil {
+		t.Fatalf("fail open: %v", err)
+	}
+}
+
+// srvReleases is a gate observer that reports every release on a channel.
+type srvReleases struct {
+	metrics.GateBase
+	ch chan metrics.GateRelease
+}
+
+func (o *srvReleases) GateRelease(r metrics.GateRelease, _ time.Duration) { o.ch <- r }
+
+func srvNewGate(t *testing.T, limit int) (*adaptive.Limiter, chan metrics.GateRelease) {
+	t.Helper()
+	obs := &srvReleases{ch: make(chan metrics.GateRelease, 16)}
+	g, err := adaptive.New(adaptive.Fixed(limit), adaptive.WithClock(clock.NewManual(srvT0)), adaptive.WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, obs.ch
+}
+
+func TestGRPCGateOutcomes(t *testing.T) {
+	gate, releases := srvNewGate(t, 1)
+	ic, err := GateInterceptors(gate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answer atomic.Pointer[error] // the test sets it, the server reads it
+	c := srvStartGRPC(t, &srvHealth{check: func(context.Context) error { return *answer.Load() }}, ic)
+	for _, tc := range []struct {
+		err  error
+		want metrics.GateRelease
+	}{
+		{nil, metrics.Success},
+		{status.Error(codes.NotFound, "no"), metrics.Success},
+		{status.Error(codes.Unavailable, "down"), metrics.Dropped},
+		{status.Error(codes.ResourceExhausted, "full"), metrics.Dropped},
+		{status.Error(codes.DeadlineExceeded, "slow"), metrics.Dropped},
+		{context.DeadlineExceeded, metrics.Dropped},
+		{status.Error(codes.Canceled, "gone"), metrics.Ignored},
+	} {
+		answer.Store(&tc.err)
+		_, _ = c.Check(srvCtx(t), &grpc_health_v1.HealthCheckRequest{})
+		if got := <-releases; got != tc.want {
+			t.Errorf("handler error %v: released %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestGRPCGateClientCancelIgnored(t *testing.T) {
+	gate, releases := srvNewGate(t, 1)
+	ic, err := GateInterceptors(gate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered := make(chan struct{})
+	c := srvStartGRPC(t, &srvHealth{check: func(ctx context.Context) error {
+		close(entered)
+		<-ctx.Done()
+		return ctx.Err()
+	}}, ic)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		_, err := c.Check(ctx, &grpc_health_v1.HealthCheckRequest{})
+		done <- err
+	}()
+	<-entered
+	cancel()
+	if err := <-done; status.Code(err) != codes.Canceled {
+		t.Errorf("client got %v, want Canceled", err)
+	}
+	if got := <-releases; got != metrics.Ignored {
+		t.Errorf("released %v, want Ignored", got)
+	}
+}
+
+func TestGRPCGateFullAndStreamHoldsToken(t *testing.T) {
+	gate, releases := srvNewGate(t, 1)
+	ic, err := GateInterceptors(gate, WithOverloadRetry(1500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	c := srvStartGRPC(t, &srvHealth{watch: func(st grpc_health_v1.Health_WatchServer) error {
+		if err := st.Send(&grpc_health_v1.HealthCheckResponse{}); err != nil {
+			return err
+		}
+		<-stop
+		return nil
+	}}, ic)
+	st, err := c.Watch(srvCtx(t), &grpc_health_v1.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	// The open stream holds the only slot.
+	if n := gate.InFlight(); n != 1 {
+		t.Fatalf("in flight %d while the stream is open, want 1", n)
+	}
+	var trailer metadata.MD
+	_, err = c.Check(srvCtx(t), &grpc_health_v1.HealthCheckRequest{}, grpc.Trailer(&trailer))
+	if got := status.Code(err); got != codes.Unavailable {
+		t.Fatalf("code %v, want Unavailable", got)
+	}
+	if d := srvRetryInfo(t, err); d != 1500*time.Millisecond {
+		t.Errorf("RetryInfo %v, want 1.5s", d)
+	}
+	if got := trailer.Get(RetryPushbackTrailer); len(got) != 1 || got[0] != "1500" {
+		t.Errorf("trailer %q", got)
+	}
+	// A second stream is refused too, with the trailer on the stream.
+	st2, err := c.Watch(srvCtx(t), &grpc_health_v1.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st2.Recv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("second stream: %v, want Unavailable", err)
+	}
+	if got := st2.Trailer().Get(RetryPushbackTrailer); len(got) != 1 || got[0] != "1500" {
+		t.Errorf("stream trailer %q", got)
+	}
+	close(stop)
+	if _, err := st.Recv(); err == nil {
+		t.Fatal("stream did not end")
+	}
+	if got := <-releases; got != metrics.Success {
+		t.Errorf("stream released %v, want Success", got)
+	}
+	if n := gate.InFlight(); n != 0 {
+		t.Errorf("in flight %d after the stream ended", n)
+	}
+	if _, err := c.Check(srvCtx(t), &grpc_health_v1.HealthCheckRequest{}); err != nil {
+		t.Fatalf("after the stream: %v", err)
+	}
+	<-releases
+}
+
+func TestGRPCShedByPriority(t *testing.T) {
+	gate, releases := srvNewGate(t, 2)
+	s, err := shed.New(gate, shed.WithClock(clock.NewManual(srvT0)), shed.WithReserve(0.5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ic, err := ShedInterceptors(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, stop := make(chan struct{}), make(chan struct{})
+	c := srvStartGRPC(t, &srvHealth{watch: func(st grpc_health_v1.Health_WatchServer) error {
+		close(entered)
+		<-stop
+		return nil
+	}}, ic)
+	// One stream in flight uses half the gate: the reserve is for Critical.
+	st, err := c.Watch(srvCtx(t, PriorityMetadataKey, "critical"), &grpc_health_v1.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	var trailer metadata.MD
+	_, err = c.Check(srvCtx(t, PriorityMetadataKey, "sheddable"), &grpc_health_v1.HealthCheckRequest{}, grpc.Trailer(&trailer))
+	if got := status.Code(err); got != codes.Unavailable {
+		t.Fatalf("sheddable: code %v, want Unavailable", got)
+	}
+	if d := srvRetryInfo(t, err); d <= 0 {
+		t.Errorf("RetryInfo %v, want positive", d)
+	}
+	if len(trailer.Get(RetryPushbackTrailer)) != 1 {
+		t.Errorf("no pushback trailer")
+	}
+	// No priority, or an unreadable one, is Critical: admitted.
+	for _, md := range [][]string{nil, {PriorityMetadataKey, "urgent!!"}} {
+		if _, err := c.Check(srvCtx(t, md...), &grpc_health_v1.HealthCheckRequest{}); err != nil {
+			t.Fatalf("priority %q: %v", md, err)
+		}
+		<-releases
+	}
+	close(stop)
+	_, _ = st.Recv()
+	<-releases
+}
+
+func TestGRPCChain(t *testing.T) {
+	clk := clock.NewManual(srvT0)
+	lim, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 1, Period: time.Second}, ratelimit.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl, err := RateLimitInterceptors([]GRPCQuota{{Name: "m", Limiter: lim, Key: MethodKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate, releases := srvNewGate(t, 4)
+	g, err := GateInterceptors(gate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := srvStartGRPC(t, &srvHealth{}, rl, g)
+	if _, err := c.Check(srvCtx(t), &grpc_health_v1.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	<-releases
+	// Refused by the rate limit before it reaches the gate.
+	if _, err := c.Check(srvCtx(t), &grpc_health_v1.HealthCheckRequest{}); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("got %v, want ResourceExhausted", err)
+	}
+	select {
+	case r := <-releases:
+		t.Errorf("gate saw a refused request (%v)", r)
+	default:
+	}
+}
+
+func TestGRPCPanicReleasesToken(t *testing.T) {
+	gate, _ := srvNewGate(t, 1)
+	ic, err := GateInterceptors(gate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler := func(context.Context, any) (any, error) { panic("boom") }
+	func() {
+		defer func() { _ = recover() }()
+		_, _ = ic.Unary(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/s/m"}, handler)
+	}()
+	if n := gate.InFlight(); n != 0 {
+		t.Fatalf("in flight %d after a panic", n)
+	}
+}
+
+func TestGRPCConstructorErrors(t *testing.T) {
+	lim, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 1, Period: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range map[string]func() error{
+		"no quotas":   func() error { _, err := RateLimitInterceptors(nil); return err },
+		"nil limiter": func() error { _, err := RateLimitInterceptors([]GRPCQuota{{Name: "a", Key: MethodKey}}); return err },
+		"nil key":     func() error { _, err := RateLimitInterceptors([]GRPCQuota{{Name: "a", Limiter: lim}}); return err },
+		"bad name": func() error {
+			_, err := RateLimitInterceptors([]GRPCQuota{{Name: "a\n", Limiter: lim, Key: MethodKey}})
+			return err
+		},
+		"duplicate name": func() error {
+			_, err := RateLimitInterceptors([]GRPCQuota{{"a", lim, MethodKey}, {"a", lim, MethodKey}})
+			return err
+		},
+		"http option": func() error {
+			_, err := RateLimitInterceptors([]GRPCQuota{{"a", lim, MethodKey}}, WithHTTPPriority(HeaderPriority))
+			return err
+		},
+		"gate option": func() error {
+			_, err := RateLimitInterceptors([]GRPCQuota{{"a", lim, MethodKey}}, WithOverloadRetry(time.Second))
+			return err
+		},
+		"bad retry": func() error {
+			_, err := RateLimitInterceptors([]GRPCQuota{{"a", lim, MethodKey}}, WithStoreErrorRetry(0))
+			return err
+		},
+		"nil gate":       func() error { _, err := GateInterceptors(nil); return err },
+		"nil shedder":    func() error { _, err := ShedInterceptors(nil); return err },
+		"nil classifier": func() error { _, err := ShedInterceptors(nil, WithGRPCClassifier(nil)); return err },
+		"zero option":    func() error { _, err := GateInterceptors(nil, ServerOption{}); return err },
+		"neg jitter":     func() error { _, err := GateInterceptors(nil, WithRetryJitter(-1)); return err },
+	} {
+		if err := f(); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func TestDefaultGRPCClassifierCanceledContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if got := DefaultGRPCClassifier(ctx, nil); got != OutcomeIgnore {
+		t.Errorf("canceled context: %v, want ignore", got)
+	}
+	if got := DefaultGRPCClassifier(context.Background(), errors.New("x")); got != OutcomeSuccess {
+		t.Errorf("plain error: %v, want success", got)
+	}
+}

@@ -1,0 +1,171 @@
+package interceptors
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+	"strconv"
+	"time"
+
+	"github.com/dunglas/httpsfv"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// The names of the IETF RateLimit fields (draft-ietf-httpapi-ratelimit-headers,
+// named-policy syntax, drafts -08 to -11) and of the retry fields.
+const (
+	// RateLimitPolicyHeader lists the quota policies of a route, one
+	// structured-field List member per tier: "name";q=QUOTA;w=WINDOW.
+	RateLimitPolicyHeader = "RateLimit-Policy"
+	// RateLimitHeader reports each policy's state after the request:
+	// "name";r=REMAINING;t=SECONDS.
+	RateLimitHeader = "RateLimit"
+	// RetryAfterHeader is the HTTP Retry-After field, sent in whole seconds.
+	RetryAfterHeader = "Retry-After"
+	// RetryPushbackTrailer is the gRPC trailer with the retry time in
+	// milliseconds, which grpc-go clients with a retry policy honour.
+	RetryPushbackTrailer = "grpc-retry-pushback-ms"
+)
+
+// srvMaxSFInt is the largest structured-field Integer (RFC 9651 §3.3.1).
+const srvMaxSFInt = 999_999_999_999_999
+
+// srvCeilSeconds returns d in whole seconds, rounded up, so that a client
+// that waits that long never comes back early; capped at the largest
+// structured-field integer. Negative durations give 0.
+func srvCeilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return min(s, srvMaxSFInt)
+}
+
+// srvCeilMillis returns d in whole milliseconds, rounded up; negative gives 0.
+func srvCeilMillis(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return ms
+}
+
+// srvRetry returns the retry time to send for a refusal whose true retry
+// time is d: d plus a uniform jitter in [0, c.jitter], never less than d,
+// and never zero (a refused client must not retry at once).
+func (c *srvConfig) srvRetry(d time.Duration) time.Duration {
+	if d < time.Millisecond {
+		d = time.Millisecond
+	}
+	if c.jitter > 0 {
+		u := c.rand()
+		if u > 0 && u < 1 {
+			add := time.Duration(u * float64(c.jitter))
+			if d+add > d { // no overflow
+				d += add
+			}
+		}
+	}
+	return d
+}
+
+// srvRetryAfterValue formats a retry time as Retry-After delay-seconds,
+// rounded up and at least 1.
+func srvRetryAfterValue(d time.Duration) string {
+	return strconv.FormatInt(max(1, srvCeilSeconds(d)), 10)
+}
+
+// srvPolicyMember is one quota policy as advertised in RateLimit-Policy.
+type srvPolicyMember struct {
+	name   string
+	quota  int64 // q
+	window int64 // w, seconds
+}
+
+// srvPolicyOf returns the advertised quota and window of a limiter: q is the
+// most units the key is granted at once (Burst; Rate for the window
+// algorithms) and w the time, in whole seconds rounded up, in which the limit
+// grants that many again (Burst·Period/Rate). Rounding w up keeps the
+// advertisement conservative: in any w-second interval a client that spends
+// at most q units is never refused.
+func srvPolicyOf(name string, lim *ratelimit.Limiter) srvPolicyMember {
+	l := lim.Policy().Limit()
+	num := new(big.Int).Mul(big.NewInt(int64(l.Burst)), big.NewInt(int64(l.Period)))
+	den := new(big.Int).Mul(big.NewInt(int64(l.Rate)), big.NewInt(int64(time.Second)))
+	w, rem := new(big.Int).QuoRem(num, den, new(big.Int))
+	if rem.Sign() != 0 {
+		w.Add(w, big.NewInt(1))
+	}
+	win := int64(srvMaxSFInt)
+	if w.IsInt64() {
+		win = min(max(w.Int64(), 1), srvMaxSFInt)
+	}
+	return srvPolicyMember{name: name, quota: min(int64(l.Burst), srvMaxSFInt), window: win}
+}
+
+// srvValidPolicyName reports whether name can be a policy name: a non-empty
+// structured-field String (printable ASCII) of at most 64 bytes.
+func srvValidPolicyName(name string) error {
+	if name == "" {
+		return errors.New("empty policy name")
+	}
+	if len(name) > 64 {
+		return fmt.Errorf("policy name %.20q... longer than 64 bytes", name)
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] < 0x20 || name[i] > 0x7e {
+			return fmt.Errorf("policy name %q is not printable ASCII", name)
+		}
+	}
+	return nil
+}
+
+// srvPolicyField serialises the RateLimit-Policy field for members with
+// httpsfv: a List of Strings with parameters q and w.
+func srvPolicyField(members []srvPolicyMember) (string, error) {
+	list := make(httpsfv.List, 0, len(members))
+	for _, m := range members {
+		it := httpsfv.NewItem(m.name)
+		it.Params.Add("q", m.quota)
+		it.Params.Add("w", m.window)
+		list = append(list, it)
+	}
+	return httpsfv.Marshal(list)
+}
+
+// srvRateLimitField serialises the RateLimit field: for tier i, the named
+// policy with r, the units remaining, and t, the whole seconds (rounded up)
+// after which the client can count on quota again: the retry time if the
+// tier refused, else the time until the key is back to its full quota.
+// names[i] is tier i's name already serialised as a structured-field String
+// (by httpsfv, at construction); the integers are appended here so that the
+// field of every response costs one allocation. The result is exactly what
+// httpsfv.Marshal produces for the same List (TestRateLimitFieldMatchesHTTPSFV).
+func srvRateLimitField(buf []byte, names []string, each []ratelimit.Result) []byte {
+	for i, res := range each {
+		if i > 0 {
+			buf = append(buf, ", "...)
+		}
+		buf = append(buf, names[i]...)
+		buf = append(buf, ";r="...)
+		buf = strconv.AppendInt(buf, min(int64(max(res.Remaining, 0)), srvMaxSFInt), 10)
+		buf = append(buf, ";t="...)
+		t := res.ResetAfter
+		if !res.Allowed {
+			t = res.RetryAfter
+		}
+		buf = strconv.AppendInt(buf, srvCeilSeconds(t), 10)
+	}
+	return buf
+}
+
+// srvSFString serialises s as a structured-field String with httpsfv.
+func srvSFString(s string) (string, error) {
+	return httpsfv.Marshal(httpsfv.NewItem(s))
+}

@@ -1,0 +1,108 @@
+package interceptors
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// srvQuotas is the part of a rate-limited route shared by HTTP and gRPC:
+// the tiers, their names, the RateLimit-Policy value, and a pool of
+// per-request scratch space so that deciding allocates nothing of its own.
+type srvQuotas struct {
+	tiers  *ratelimit.Tiers
+	names  []string // as given
+	sfName []string // serialised as structured-field Strings
+	policy string   // the RateLimit-Policy field value
+	pool   sync.Pool
+}
+
+// srvScratch is one request's keys and per-tier results.
+type srvScratch struct {
+	keys []string
+	each []ratelimit.Result
+	buf  []byte
+}
+
+// srvNewQuotas validates names and limiters (non-empty, valid and unique
+// names, no nil limiter) and builds the tiers; what names the i-th quota in
+// errors.
+func srvNewQuotas(what string, names []string, lims []*ratelimit.Limiter, keysNil []bool) (*srvQuotas, error) {
+	if len(names) == 0 {
+		return nil, fmt.Errorf("sluice/interceptors: %s: no quotas", what)
+	}
+	var errs []error
+	seen := make(map[string]bool, len(names))
+	for i, name := range names {
+		if err := srvValidPolicyName(name); err != nil {
+			errs = append(errs, fmt.Errorf("sluice/interceptors: %s: quota %d: %w", what, i, err))
+		} else if seen[name] {
+			errs = append(errs, fmt.Errorf("sluice/interceptors: %s: quota %d: duplicate policy name %q", what, i, name))
+		}
+		seen[name] = true
+		if lims[i] == nil {
+			errs = append(errs, fmt.Errorf("sluice/interceptors: %s: quota %d (%q): nil limiter", what, i, name))
+		}
+		if keysNil[i] {
+			errs = append(errs, fmt.Errorf("sluice/interceptors: %s: quota %d (%q): nil key extractor", what, i, name))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	tiers, err := ratelimit.All(lims...)
+	if err != nil {
+		return nil, fmt.Errorf("sluice/interceptors: %s: %w", what, err)
+	}
+	q := &srvQuotas{tiers: tiers, names: append([]string(nil), names...)}
+	members := make([]srvPolicyMember, len(names))
+	for i, name := range names {
+		members[i] = srvPolicyOf(name, lims[i])
+		s, err := srvSFString(name)
+		if err != nil {
+			return nil, fmt.Errorf("sluice/interceptors: %s: quota %d: %w", what, i, err)
+		}
+		q.sfName = append(q.sfName, s)
+	}
+	if q.policy, err = srvPolicyField(members); err != nil {
+		return nil, fmt.Errorf("sluice/interceptors: %s: %w", what, err)
+	}
+	n := len(names)
+	q.pool.New = func() any {
+		return &srvScratch{keys: make([]string, n), each: make([]ratelimit.Result, n), buf: make([]byte, 0, 32*n)}
+	}
+	return q, nil
+}
+
+func (q *srvQuotas) get() *srvScratch { return q.pool.Get().(*srvScratch) }
+
+func (q *srvQuotas) put(s *srvScratch) {
+	clear(s.keys)
+	clear(s.each)
+	s.buf = s.buf[:0]
+	q.pool.Put(s)
+}
+
+// filled reports whether every tier's result was filled in (an error that
+// came with a decision may leave them empty).
+func srvFilled(each []ratelimit.Result) bool {
+	for _, r := range each {
+		if r.Limit <= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// violated returns the names of the tiers that refused.
+func (q *srvQuotas) violated(each []ratelimit.Result) []string {
+	var v []string
+	for i, r := range each {
+		if !r.Allowed && r.Limit > 0 {
+			v = append(v, q.names[i])
+		}
+	}
+	return v
+}

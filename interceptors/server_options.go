@@ -1,0 +1,319 @@
+package interceptors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/shed"
+)
+
+// Defaults of the server options; each option's doc repeats its default.
+const (
+	// DefaultStoreErrorRetry is the retry time sent when a rate limit's
+	// store fails and the request is refused (WithStoreErrorRetry).
+	DefaultStoreErrorRetry = time.Second
+	// DefaultOverloadRetry is the retry time sent when the adaptive gate is
+	// full, or the shedder gives no hint of its own (WithOverloadRetry).
+	DefaultOverloadRetry = time.Second
+)
+
+// Outcome is what a finished request says about the server's capacity,
+// and so how its adaptive.Token is released.
+type Outcome uint8
+
+const (
+	// OutcomeSuccess releases the token with Success: the request's
+	// duration is a round-trip-time sample.
+	OutcomeSuccess Outcome = iota
+	// OutcomeDropped releases the token with Dropped: the request failed
+	// because of overload (a timeout, an overload refusal further down).
+	OutcomeDropped
+	// OutcomeIgnore releases the token with Ignore: the outcome says nothing
+	// about capacity (the client went away).
+	OutcomeIgnore
+)
+
+// String returns "success", "dropped" or "ignore".
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeSuccess:
+		return "success"
+	case OutcomeDropped:
+		return "dropped"
+	case OutcomeIgnore:
+		return "ignore"
+	}
+	return fmt.Sprintf("Outcome(%d)", uint8(o))
+}
+
+// srvScope says which constructors an option applies to.
+type srvScope uint8
+
+const (
+	srvHTTP srvScope = 1 << iota
+	srvGRPC
+	srvRate    // the rate-limit middleware and interceptors
+	srvGate    // the adaptive-gate middleware and interceptors
+	srvShedder // the shedder middleware and interceptors
+
+	srvAnyTransport = srvHTTP | srvGRPC
+	srvAnyGuard     = srvRate | srvGate | srvShedder
+)
+
+// ServerOption configures the server-side middleware and interceptors
+// (RateLimitMiddleware, GateMiddleware, ShedMiddleware, RateLimitInterceptors,
+// GateInterceptors, ShedInterceptors). Each option's doc names the
+// constructors it applies to; a constructor given an option that does not
+// apply to it, or an invalid one, returns an error naming it.
+type ServerOption struct {
+	name  string
+	scope srvScope
+	apply func(*srvConfig) error
+}
+
+// srvConfig is the configuration every server constructor builds from its
+// options; each constructor reads only the fields that apply to it.
+type srvConfig struct {
+	jitter          time.Duration
+	rand            func() float64
+	storeErrorRetry time.Duration
+	failOpen        bool
+	overloadRetry   time.Duration
+
+	grpcClassifier func(ctx context.Context, err error) Outcome
+	httpClassifier func(r *http.Request, status int) Outcome
+
+	grpcPriority func(ctx context.Context, fullMethod string) shed.Priority
+	httpPriority func(r *http.Request) shed.Priority
+	grpcUser     func(ctx context.Context, fullMethod string) uint64
+	httpUser     func(r *http.Request) uint64
+}
+
+// srvBuild applies opts for a constructor of the given scope (one transport
+// bit and one guard bit) and reports every option that is invalid or does
+// not apply.
+func srvBuild(scope srvScope, what string, opts []ServerOption) (*srvConfig, error) {
+	c := &srvConfig{
+		rand:            rand.Float64,
+		storeErrorRetry: DefaultStoreErrorRetry,
+		overloadRetry:   DefaultOverloadRetry,
+		grpcClassifier:  DefaultGRPCClassifier,
+		httpClassifier:  DefaultHTTPClassifier,
+		grpcPriority:    MetadataPriority,
+		httpPriority:    HeaderPriority,
+	}
+	var errs []error
+	for _, o := range opts {
+		if o.apply == nil {
+			errs = append(errs, fmt.Errorf("sluice/interceptors: %s: zero ServerOption", what))
+			continue
+		}
+		if o.scope&scope&srvAnyTransport == 0 || o.scope&scope&srvAnyGuard == 0 {
+			errs = append(errs, fmt.Errorf("sluice/interceptors: %s: option %s does not apply", what, o.name))
+			continue
+		}
+		if err := o.apply(c); err != nil {
+			errs = append(errs, fmt.Errorf("sluice/interceptors: %s: %s: %w", what, o.name, err))
+		}
+	}
+	return c, errors.Join(errs...)
+}
+
+// WithRetryJitter adds a uniformly random delay in [0, max] to every retry
+// time the server sends (Retry-After, RetryInfo, grpc-retry-pushback-ms),
+// so that refused clients do not come back all at once. It only ever adds:
+// a client is never told to come back earlier than the limit allows.
+// Default 0 (no jitter); max must not be negative. All constructors.
+func WithRetryJitter(max time.Duration) ServerOption {
+	return ServerOption{"WithRetryJitter", srvAnyTransport | srvAnyGuard, func(c *srvConfig) error {
+		if max < 0 {
+			return fmt.Errorf("negative jitter %v", max)
+		}
+		c.jitter = max
+		return nil
+	}}
+}
+
+// WithJitterSource sets the source of the uniform numbers in [0, 1) that
+// WithRetryJitter draws from (default math/rand/v2's Float64). It must be
+// safe for concurrent use. Tests pass a fixed function. All constructors.
+func WithJitterSource(f func() float64) ServerOption {
+	return ServerOption{"WithJitterSource", srvAnyTransport | srvAnyGuard, func(c *srvConfig) error {
+		if f == nil {
+			return errors.New("nil source")
+		}
+		c.rand = f
+		return nil
+	}}
+}
+
+// WithStoreErrorRetry sets the retry time sent when a rate limit fails
+// without a decision (its store is down, say) and the request is refused
+// with 503 or UNAVAILABLE (default DefaultStoreErrorRetry; positive).
+// Rate-limit constructors only.
+func WithStoreErrorRetry(d time.Duration) ServerOption {
+	return ServerOption{"WithStoreErrorRetry", srvAnyTransport | srvRate, func(c *srvConfig) error {
+		if d <= 0 {
+			return fmt.Errorf("retry %v is not positive", d)
+		}
+		c.storeErrorRetry = d
+		return nil
+	}}
+}
+
+// WithFailOpen(true) admits a request when the rate limit fails without a
+// decision (its store is down), instead of refusing it with 503 or
+// UNAVAILABLE; the RateLimit fields are then left out. An error that comes
+// with a decision (ratelimit.ErrTooManyKeys) is still decided as the limiter
+// decided. Default false (fail closed). Rate-limit constructors only.
+func WithFailOpen(on bool) ServerOption {
+	return ServerOption{"WithFailOpen", srvAnyTransport | srvRate, func(c *srvConfig) error {
+		c.failOpen = on
+		return nil
+	}}
+}
+
+// WithOverloadRetry sets the retry time sent when the adaptive gate is full,
+// and when the shedder refuses without a hint of its own (default
+// DefaultOverloadRetry; positive). Gate and shedder constructors only.
+func WithOverloadRetry(d time.Duration) ServerOption {
+	return ServerOption{"WithOverloadRetry", srvAnyTransport | srvGate | srvShedder, func(c *srvConfig) error {
+		if d <= 0 {
+			return fmt.Errorf("retry %v is not positive", d)
+		}
+		c.overloadRetry = d
+		return nil
+	}}
+}
+
+// WithGRPCClassifier sets how a finished RPC releases its token, from the
+// handler's error and the RPC's context (default DefaultGRPCClassifier).
+// gRPC gate and shedder interceptors only.
+func WithGRPCClassifier(f func(ctx context.Context, err error) Outcome) ServerOption {
+	return ServerOption{"WithGRPCClassifier", srvGRPC | srvGate | srvShedder, func(c *srvConfig) error {
+		if f == nil {
+			return errors.New("nil classifier")
+		}
+		c.grpcClassifier = f
+		return nil
+	}}
+}
+
+// WithHTTPClassifier sets how a finished HTTP request releases its token,
+// from the request and the status code the handler wrote (default
+// DefaultHTTPClassifier). HTTP gate and shedder middleware only.
+func WithHTTPClassifier(f func(r *http.Request, status int) Outcome) ServerOption {
+	return ServerOption{"WithHTTPClassifier", srvHTTP | srvGate | srvShedder, func(c *srvConfig) error {
+		if f == nil {
+			return errors.New("nil classifier")
+		}
+		c.httpClassifier = f
+		return nil
+	}}
+}
+
+// WithGRPCPriority sets how the shedder interceptors read an RPC's priority
+// (default MetadataPriority). gRPC shedder interceptors only.
+func WithGRPCPriority(f func(ctx context.Context, fullMethod string) shed.Priority) ServerOption {
+	return ServerOption{"WithGRPCPriority", srvGRPC | srvShedder, func(c *srvConfig) error {
+		if f == nil {
+			return errors.New("nil priority extractor")
+		}
+		c.grpcPriority = f
+		return nil
+	}}
+}
+
+// WithHTTPPriority sets how the shedder middleware reads a request's
+// priority (default HeaderPriority). HTTP shedder middleware only.
+func WithHTTPPriority(f func(r *http.Request) shed.Priority) ServerOption {
+	return ServerOption{"WithHTTPPriority", srvHTTP | srvShedder, func(c *srvConfig) error {
+		if f == nil {
+			return errors.New("nil priority extractor")
+		}
+		c.httpPriority = f
+		return nil
+	}}
+}
+
+// WithGRPCUser sets how the shedder interceptors identify an RPC's user,
+// so that a shed user is shed consistently (see shed.Shedder; UserHash turns
+// an id into the number). The default puts every RPC in user 0.
+// gRPC shedder interceptors only.
+func WithGRPCUser(f func(ctx context.Context, fullMethod string) uint64) ServerOption {
+	return ServerOption{"WithGRPCUser", srvGRPC | srvShedder, func(c *srvConfig) error {
+		if f == nil {
+			return errors.New("nil user extractor")
+		}
+		c.grpcUser = f
+		return nil
+	}}
+}
+
+// WithHTTPUser sets how the shedder middleware identifies a request's user
+// (see WithGRPCUser). The default puts every request in user 0.
+// HTTP shedder middleware only.
+func WithHTTPUser(f func(r *http.Request) uint64) ServerOption {
+	return ServerOption{"WithHTTPUser", srvHTTP | srvShedder, func(c *srvConfig) error {
+		if f == nil {
+			return errors.New("nil user extractor")
+		}
+		c.httpUser = f
+		return nil
+	}}
+}
+
+// srvMaxPriorityLen bounds the priority value read from a header or
+// metadata; anything longer is not a priority and gets the default.
+const srvMaxPriorityLen = 32
+
+// MetadataPriority reads an RPC's priority from the incoming metadata key
+// PriorityMetadataKey with shed.ParsePriority. A missing, repeated,
+// overlong or unreadable value gives shed.Critical: a caller cannot be
+// refused for how it labels itself, only ranked.
+func MetadataPriority(ctx context.Context, _ string) shed.Priority {
+	v := srvMetadataValue(ctx, PriorityMetadataKey)
+	return srvParsePriority(v)
+}
+
+// HeaderPriority reads a request's priority from the header PriorityHeader
+// with shed.ParsePriority. A missing, repeated, overlong or unreadable
+// value gives shed.Critical.
+func HeaderPriority(r *http.Request) shed.Priority {
+	vs := r.Header.Values(PriorityHeader)
+	if len(vs) != 1 {
+		return shed.Critical
+	}
+	return srvParsePriority(vs[0])
+}
+
+func srvParsePriority(v string) shed.Priority {
+	if v == "" || len(v) > srvMaxPriorityLen {
+		return shed.Critical
+	}
+	p, err := shed.ParsePriority(strings.TrimSpace(v))
+	if err != nil {
+		return shed.Critical
+	}
+	return p
+}
+
+// UserHash maps a user id to the number the shedder draws cohorts from
+// (64-bit FNV-1a). Equal ids give equal numbers in every process.
+func UserHash(id string) uint64 {
+	const (
+		offset = 14695981039346656037
+		prime  = 1099511628211
+	)
+	h := uint64(offset)
+	for i := 0; i < len(id); i++ {
+		h ^= uint64(id[i])
+		h *= prime
+	}
+	return h
+}
