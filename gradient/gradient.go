@@ -15,8 +15,9 @@
 //     RTT (the service itself got slower), without pinning the limit low;
 //   - no creep: the headroom term is added only when there is no queueing, so
 //     steady moderate overload does not push the limit up window by window;
-//   - no inflation: the limit grows only while the gate is full, so it never
-//     runs far ahead of the demand it has seen.
+//   - no inflation: the limit grows only while the gate is (nearly) full —
+//     its peak in flight at ¾ of the limit or more — so it never runs far
+//     ahead of the demand it has seen (at most about 4/3 of its peaks).
 package gradient
 
 import (
@@ -57,6 +58,7 @@ type Gradient struct {
 	dropFloor        float64 // drop share not caused by queueing
 	dropTol          float64
 	knee             float64 // ns: the service's own RTT, when shrinking stopped helping
+	anchorAge        int     // windows since the run's anchor
 	runStartShare    float64
 	runMinRTT        float64
 	congestedRun     int
@@ -187,9 +189,9 @@ func (g *Gradient) Baseline() time.Duration { return time.Duration(g.baseline) }
 //	         = L · gradient          full (or drops) and gradient < 1
 //	         = L                     rtt within the dead band [0.9·bound, bound]
 //	         = 2L                    full, gradient = 1, slow start
-//	         = L + headroom(L)       full, gradient = 1
-//	         = L                     not full: demand is below the limit, so
-//	                                 neither growth nor shrinking would help
+//	         = L + headroom(L)       nearly full (MaxInFlight ≥ ¾L), gradient = 1
+//	         = L                     demand well below the limit: neither
+//	                                 growth nor shrinking would help
 //	L'       = L + smoothing · (proposal − L)
 func (g *Gradient) Update(s adaptive.Sample) int {
 	if int(math.Round(g.limit)) != s.Limit {
@@ -246,12 +248,12 @@ func (g *Gradient) Update(s adaptive.Sample) int {
 	case grad < 1 && (full || share > g.dropLevel()):
 		g.slowStart = false
 		proposal = g.limit * grad
-	case !full || grad < 1 || !g.growable(max(judged, g.smoothed), s):
+	case !(full || float64(s.MaxInFlight) >= nearFull*g.limit) || grad < 1 || !g.growable(max(judged, g.smoothed), s):
 		// Not full, or within the dead band just under the bound (judged
 		// also by the smoothed RTT, so one lucky window does not grow it):
 		// hold, rather than oscillate across the bound.
 		proposal = g.limit
-	case g.slowStart:
+	case g.slowStart && full:
 		proposal = 2 * g.limit
 	default:
 		proposal = g.limit + g.headroom(g.limit)
@@ -339,9 +341,11 @@ func (g *Gradient) growable(rtt float64, s adaptive.Sample) bool {
 // windows) only in windows that show no queueing: the gate not full and the
 // RTT within a fifth of the baseline. So a long incident can never teach it
 // that overload is normal. If congested windows cut the number in flight by
-// a third without making the RTT (or the drop share) any better, the slowness is the service's own, not
-// queueing: the baseline is re-learnt from the current RTT, without pinning
-// the limit low to measure it.
+// a quarter, over at least three windows, without making the RTT (or the
+// drop share) 10% better, the slowness is the service's own, not queueing:
+// the baseline is re-learnt from the current RTT and the knee from the
+// fastest window since, without pinning the limit low to measure it. A run
+// whose RTT rose by 30% starts again: the service changed under it.
 func (g *Gradient) updateBaseline(rtt, share float64, full bool, s adaptive.Sample) {
 	if g.smoothed == 0 {
 		g.smoothed = rtt
@@ -376,13 +380,19 @@ func (g *Gradient) updateBaseline(rtt, share float64, full bool, s adaptive.Samp
 		if g.congestedRun == 0 {
 			g.runStartRTT, g.runStartInFlight, g.runStartShare = rtt, float64(s.MaxInFlight), share
 			g.runMinRTT = rtt
+			g.anchorAge = 0
 		}
 		g.congestedRun++
 		g.runMinRTT = min(g.runMinRTT, rtt)
-		if rtt < 0.9*g.runStartRTT || share < 0.9*g.runStartShare {
-			// Less in flight made it faster: queueing. Re-anchor.
+		if rtt < 0.9*g.runStartRTT || share < 0.9*g.runStartShare || rtt > 1.3*g.runStartRTT {
+			// Less in flight made it faster: queueing. Or it got much
+			// slower: the service changed under the run (a capacity
+			// drop), and the windows so far say nothing about its knee.
+			// Re-anchor.
 			g.runStartRTT, g.runStartInFlight, g.runStartShare = rtt, float64(s.MaxInFlight), share
-		} else if float64(s.MaxInFlight) <= g.runStartInFlight*2/3 {
+			g.runMinRTT = rtt
+			g.anchorAge = 0
+		} else if g.anchorAge++; g.anchorAge >= kneeAge && float64(s.MaxInFlight) <= g.runStartInFlight*kneeCut {
 			// Not queueing: hold the limit here, at the edge of tolerance,
 			// and stop reading these drops as congestion.
 			g.baseline = rtt / (g.tol * g.relief(s))
@@ -392,3 +402,17 @@ func (g *Gradient) updateBaseline(rtt, share float64, full bool, s adaptive.Samp
 		}
 	}
 }
+
+// The constants of the rules above.
+const (
+	// nearFull: a window whose peak in flight reached this share of the
+	// limit asks for headroom, so that Poisson peaks over a limit sized
+	// to the mean demand are not refused (growth stays bounded by the
+	// demand seen: the limit stops at about peak/nearFull).
+	nearFull = 0.75
+	// kneeCut and kneeAge: the service's own slowness is recognised when,
+	// for kneeAge windows after the run's anchor, cutting in flight to
+	// kneeCut of the anchor's did not make the RTT 10% faster.
+	kneeCut = 0.75
+	kneeAge = 3
+)

@@ -59,16 +59,32 @@ func TestSlowStartDoublesUntilCongestion(t *testing.T) {
 
 func TestNoGrowthWhileTheGateIsNotFull(t *testing.T) {
 	g := New(WithInitialLimit(20))
-	got := drive(g, idle(5*ms, 3), idle(5*ms, 10), idle(5*ms, 19))
+	got := drive(g, idle(5*ms, 3), idle(5*ms, 10), idle(5*ms, 14))
 	for _, l := range got {
 		if l != 20 {
-			t.Fatalf("limits %v: grew (or shrank) while demand stayed below the limit", got)
+			t.Fatalf("limits %v: grew (or shrank) while demand stayed well below the limit", got)
 		}
 	}
 	// Not even slow RTTs shrink a gate that is not full: refusing callers
 	// would not make the server faster.
 	if l := drive(g, idle(50*ms, 10)); l[0] != 20 {
 		t.Fatalf("limit %d after a slow window below the limit", l[0])
+	}
+}
+
+// TestHeadroomOverPeaks: demand peaking near the limit (Poisson peaks over a
+// limit sized to the mean) earns headroom, but only up to about 4/3 of the
+// peaks seen — never the unbounded growth of a limit that is not full.
+func TestHeadroomOverPeaks(t *testing.T) {
+	g := New(WithInitialLimit(20), WithSmoothing(1))
+	var steps []func(int) adaptive.Sample
+	for range 50 {
+		steps = append(steps, idle(5*ms, 18))
+	}
+	got := drive(g, steps...)
+	last := got[len(got)-1]
+	if got[0] <= 20 || last < 24 || last > 25 {
+		t.Fatalf("limits %v: want growth over peaks of 18 to about 18/0.75 = 24, then hold", got)
 	}
 }
 
@@ -220,5 +236,31 @@ func TestSeeksTheKneeWhenTheServiceSlowsDown(t *testing.T) {
 		if l < 12 || l > 22 {
 			t.Fatalf("window %d after the slowdown: limit %d, want near the 16 cores (limits %v)", 150+i, l, got[100:])
 		}
+	}
+}
+
+// TestKneeNotLearntAcrossACapacityDrop: when the service slows down in the
+// middle of a congested run (capacity halves), the windows before the
+// change must not be taken for the service's own RTT: the run starts again,
+// and the knee is learnt from windows of the new regime only.
+func TestKneeNotLearntAcrossACapacityDrop(t *testing.T) {
+	g := New(WithInitialLimit(54), WithSmoothing(1), WithMaxRTT(6*ms))
+	for range 6 { // the baseline: 3ms, the gate far from full
+		drive(g, idle(3*ms, 20))
+	}
+	at := func(inFlight int, rtt time.Duration) func(int) adaptive.Sample {
+		return func(l int) adaptive.Sample { return win(l, inFlight, 100, rtt, 50, 0) }
+	}
+	// The first congested window mixes the old regime (8ms); then the
+	// service is twice as slow and queueing adds the rest.
+	drive(g, at(54, 8*ms), at(53, 18*ms), at(46, 17*ms), at(35, 13*ms))
+	if g.knee != 0 && g.knee < 9*float64(ms) {
+		t.Fatalf("knee %v learnt from the window before the drop", time.Duration(g.knee))
+	}
+	// In the new regime the RTT stops improving at about 7ms however far
+	// in flight is cut: that is the knee.
+	drive(g, at(26, 9*ms), at(20, 7*ms), at(18, 7*ms), at(16, 7*ms), at(14, 7*ms), at(12, 7*ms))
+	if k := time.Duration(g.knee); k < 6*ms || k > 8*ms {
+		t.Fatalf("knee %v, want the new regime's 7ms", k)
 	}
 }
