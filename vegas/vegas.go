@@ -19,7 +19,8 @@
 //     random probe. It is re-learnt only when shrinking the number in flight
 //     by a third did not make the RTT faster, i.e. the service itself got
 //     slower — which needs no pinning of the limit to a tiny value;
-//   - no inflation: the limit grows only in windows where the gate was full;
+//   - no inflation: the limit grows only in windows where the gate was full,
+//     or nearly (peak in flight ≥ ¾ of the limit) with an empty queue;
 //   - fast decrease and recovery: a queue above beta is removed in one step
 //     (L − (queue − beta)), not by log10(L) per window, and growth is
 //     exponential again after a recovery (slow start re-arms when the queue
@@ -199,7 +200,9 @@ func Queue(limit, noload, rtt float64) float64 {
 // Update moves the limit for one window:
 //
 //	drop share d > tolerance          →  L·(1 − d)
-//	gate not full                     →  L        (no growth beyond demand, no shrinking either)
+//	peak in flight < ¾L, none refused →  L        (no growth beyond demand, no shrinking either)
+//	nearly full (peak ≥ ¾L), queue    →  L
+//	  above threshold(L)
 //	rtt > r·maxRTT                    →  L·r·maxRTT/rtt
 //	rtt in (0.9, 1]·r·maxRTT          →  L   (dead band)
 //	queue ≤ threshold(L), slow start  →  2L
@@ -237,7 +240,7 @@ func (v *Vegas) Update(s adaptive.Sample) int {
 	case share > v.dropTol:
 		v.slowStart = false
 		p = L * (1 - share)
-	case !full:
+	case !full && (float64(s.MaxInFlight) < nearFull*L || q > v.threshold(L)):
 		p = L
 	case maxRTT > 0 && rtt > relief*maxRTT:
 		v.slowStart = false
@@ -246,7 +249,7 @@ func (v *Vegas) Update(s adaptive.Sample) int {
 		p = L // dead band just under the bound: hold rather than oscillate
 	case q <= v.threshold(L):
 		switch {
-		case v.slowStart:
+		case v.slowStart && full:
 			p = 2 * L
 		case v.calm >= 3:
 			p = L + v.beta(L) // the queue has stayed empty: grow fast
@@ -285,6 +288,12 @@ func (v *Vegas) Update(s adaptive.Sample) int {
 	v.limit = max(1, next)
 	return int(math.Round(v.limit))
 }
+
+// nearFull: a window whose peak in flight reached this share of the limit
+// may grow it, so that Poisson peaks over a limit sized to the mean demand
+// are not refused; growth stays bounded by the demand seen (about 4/3 of
+// its peaks).
+const nearFull = 0.75
 
 // relief loosens beta and the RTT bound while few callers are refused:
 //

@@ -179,3 +179,23 @@ func TestValidation(t *testing.T) {
 		t.Errorf("Proportional thresholds rejected: %v", err)
 	}
 }
+
+// TestHeadroomOverPeaks: peaks of demand near the limit with an empty queue
+// earn headroom up to about 4/3 of the peaks, and no further; a queue at
+// those peaks earns nothing.
+func TestHeadroomOverPeaks(t *testing.T) {
+	d := newDriver(WithInitialLimit(20), WithSmoothing(1))
+	d.step(idle(5*ms, 10)) // the no-load RTT
+	var got int
+	for range 50 {
+		got = d.step(idle(5*ms, 18))
+	}
+	if got < 24 || got > 25 {
+		t.Fatalf("limit %d: want growth over peaks of 18 to about 18/0.75 = 24, then hold", got)
+	}
+	q := newDriver(WithInitialLimit(20), WithSmoothing(1))
+	q.step(idle(5*ms, 10))
+	if got := q.step(idle(15*ms, 18)); got != 20 {
+		t.Fatalf("limit %d: grew over peaks that queued", got)
+	}
+}
