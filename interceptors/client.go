@@ -7,8 +7,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -17,27 +15,6 @@ import (
 	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/shed"
 )
-
-// cliPriorityKey is the context key under which WithPriority stores a
-// priority.
-type cliPriorityKey struct{}
-
-// WithPriority returns a copy of ctx that carries priority p. The client
-// Transport sends it in the PriorityHeader request header and the client
-// interceptors in the PriorityMetadataKey metadata entry, so the server's
-// shedder can drop the least important work first; the client throttle also
-// keeps its accounts per priority. A priority beyond shed.Sheddable is stored
-// as shed.Sheddable, the least important, as shed.Throttle treats it.
-func WithPriority(ctx context.Context, p shed.Priority) context.Context {
-	return context.WithValue(ctx, cliPriorityKey{}, min(p, shed.Sheddable))
-}
-
-// PriorityFrom returns the priority WithPriority stored in ctx, and whether
-// there was one.
-func PriorityFrom(ctx context.Context) (shed.Priority, bool) {
-	p, ok := ctx.Value(cliPriorityKey{}).(shed.Priority)
-	return p, ok
-}
 
 // ErrClientThrottled is the error (matched with errors.Is) of a request that
 // the client's adaptive throttle refused locally: the request was not sent,
@@ -62,7 +39,10 @@ func (e *cliThrottledError) GRPCStatus() *status.Status {
 	return status.New(codes.Unavailable, e.Error())
 }
 
-// ClientOption configures the client Transport and the client interceptors.
+// ClientOption configures the client Transport and the client interceptors
+// (NewTransport, UnaryClientInterceptor, StreamClientInterceptor), which
+// validate the result and report every invalid or nil option in one error.
+// The options are named Client…, the server's ServerOptions With….
 type ClientOption func(*cliConfig)
 
 type cliConfig struct {
@@ -173,13 +153,12 @@ type cliPolicy struct {
 	wait        func(ctx context.Context, d time.Duration) error
 	clock       clock.Clock
 	methods     map[string]bool
-
-	mu  sync.Mutex
-	rnd *rand.Rand // guarded by mu
+	uniform     func() float64 // the jitter, from seededUniform
 }
 
-// newCliPolicy applies opts over the defaults and validates the result.
-func newCliPolicy(opts []ClientOption) (*cliPolicy, error) {
+// newCliPolicy applies opts over the defaults and validates the result;
+// what names the constructor in errors, as the server constructors do.
+func newCliPolicy(what string, opts []ClientOption) (*cliPolicy, error) {
 	cfg := cliConfig{
 		backoff:     shed.Backoff{Base: cliDefaultBase, Max: cliDefaultCap},
 		maxAttempts: cliDefaultMaxAttempts,
@@ -187,29 +166,31 @@ func newCliPolicy(opts []ClientOption) (*cliPolicy, error) {
 		wait:        cliSleep,
 		clock:       clock.System(),
 	}
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
-	}
 	var errs []error
+	for _, o := range opts {
+		if o == nil { // as the server constructors reject a zero ServerOption
+			errs = append(errs, fmt.Errorf("sluice/interceptors: %s: nil ClientOption", what))
+			continue
+		}
+		o(&cfg)
+	}
 	if cfg.budgetSet && cfg.budget == nil {
-		errs = append(errs, errors.New("sluice/interceptors: ClientBudget(nil): a client that retries needs a budget (use ClientMaxAttempts(1) for no retries)"))
+		errs = append(errs, fmt.Errorf("sluice/interceptors: %s: ClientBudget(nil): a client that retries needs a budget (use ClientMaxAttempts(1) for no retries)", what))
 	}
 	if cfg.backoff.Base <= 0 || cfg.backoff.Max < cfg.backoff.Base {
-		errs = append(errs, fmt.Errorf("sluice/interceptors: ClientBackoff base %v, max %v: need 0 < base ≤ max", cfg.backoff.Base, cfg.backoff.Max))
+		errs = append(errs, fmt.Errorf("sluice/interceptors: %s: ClientBackoff base %v, max %v: need 0 < base ≤ max", what, cfg.backoff.Base, cfg.backoff.Max))
 	}
 	if cfg.maxAttempts < 1 || cfg.maxAttempts > cliMaxAttemptsLimit {
-		errs = append(errs, fmt.Errorf("sluice/interceptors: ClientMaxAttempts(%d): must be in [1, %d]", cfg.maxAttempts, cliMaxAttemptsLimit))
+		errs = append(errs, fmt.Errorf("sluice/interceptors: %s: ClientMaxAttempts(%d): must be in [1, %d]", what, cfg.maxAttempts, cliMaxAttemptsLimit))
 	}
 	if cfg.maxDelay < cfg.backoff.Max || cfg.maxDelay <= 0 {
-		errs = append(errs, fmt.Errorf("sluice/interceptors: ClientMaxDelay(%v): must be positive and at least the backoff's max %v", cfg.maxDelay, cfg.backoff.Max))
+		errs = append(errs, fmt.Errorf("sluice/interceptors: %s: ClientMaxDelay(%v): must be positive and at least the backoff's max %v", what, cfg.maxDelay, cfg.backoff.Max))
 	}
 	if cfg.wait == nil {
-		errs = append(errs, errors.New("sluice/interceptors: ClientWait(nil)"))
+		errs = append(errs, fmt.Errorf("sluice/interceptors: %s: ClientWait(nil)", what))
 	}
 	if cfg.clock == nil {
-		errs = append(errs, errors.New("sluice/interceptors: ClientClock(nil)"))
+		errs = append(errs, fmt.Errorf("sluice/interceptors: %s: ClientClock(nil)", what))
 	}
 	methods := map[string]bool{
 		http.MethodGet: true, http.MethodHead: true, http.MethodOptions: true,
@@ -218,11 +199,11 @@ func newCliPolicy(opts []ClientOption) (*cliPolicy, error) {
 	if cfg.methodsSet {
 		methods = make(map[string]bool, len(cfg.methods))
 		if len(cfg.methods) == 0 {
-			errs = append(errs, errors.New("sluice/interceptors: ClientRetryMethods(): no method (use ClientMaxAttempts(1) for no retries)"))
+			errs = append(errs, fmt.Errorf("sluice/interceptors: %s: ClientRetryMethods(): no method (use ClientMaxAttempts(1) for no retries)", what))
 		}
 		for _, m := range cfg.methods {
-			if !cliIsToken(m) {
-				errs = append(errs, fmt.Errorf("sluice/interceptors: ClientRetryMethods: %q is not an HTTP method", m))
+			if !isToken(m) {
+				errs = append(errs, fmt.Errorf("sluice/interceptors: %s: ClientRetryMethods: %q is not an HTTP method", what, m))
 			}
 			methods[m] = true
 		}
@@ -233,14 +214,14 @@ func newCliPolicy(opts []ClientOption) (*cliPolicy, error) {
 	if !cfg.throttleSet && cfg.clock != nil {
 		t, err := shed.NewThrottle(shed.ThrottleSeed(cfg.seed^0x7417), shed.ThrottleClock(cfg.clock))
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("sluice/interceptors: %s: %w", what, err))
 		}
 		cfg.throttle = t
 	}
 	if !cfg.budgetSet {
 		b, err := shed.NewBudget(cliDefaultRatio, cliDefaultSaved)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("sluice/interceptors: %s: %w", what, err))
 		} else {
 			// Start full, so that a new client can retry at once.
 			for range int(math.Ceil(cliDefaultSaved / cliDefaultRatio)) {
@@ -261,21 +242,8 @@ func newCliPolicy(opts []ClientOption) (*cliPolicy, error) {
 		wait:        cfg.wait,
 		clock:       cfg.clock,
 		methods:     methods,
-		rnd:         rand.New(rand.NewPCG(cfg.seed, 0xc11e)),
+		uniform:     seededUniform(cfg.seed),
 	}, nil
-}
-
-// cliIsToken reports whether s is an RFC 9110 token, as a method must be.
-func cliIsToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := range len(s) {
-		if c := s[i]; c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // admit decides whether to send a request of priority p: the throttle may
@@ -321,13 +289,6 @@ func (pol *cliPolicy) plan(ctx context.Context, attempt int, hint time.Duration)
 		return 0, false
 	}
 	return d, true
-}
-
-// uniform returns a random number in [0, 1) for the jitter.
-func (pol *cliPolicy) uniform() float64 {
-	pol.mu.Lock()
-	defer pol.mu.Unlock()
-	return pol.rnd.Float64()
 }
 
 // cliSleep is the default wait: a timer, cut short when ctx ends.

@@ -17,9 +17,6 @@ import (
 	"github.com/sluicehq/sluice/shed"
 )
 
-// cliPushbackKey is the trailer in which a gRPC server pushes back (gRFC A6).
-const cliPushbackKey = "grpc-retry-pushback-ms"
-
 // UnaryClientInterceptor returns a gRPC unary client interceptor that keeps
 // a client from turning a server's overload into a retry storm:
 //
@@ -50,7 +47,7 @@ const cliPushbackKey = "grpc-retry-pushback-ms"
 // say the call was not processed. It reports every invalid option in its
 // error.
 func UnaryClientInterceptor(opts ...ClientOption) (grpc.UnaryClientInterceptor, error) {
-	pol, err := newCliPolicy(opts)
+	pol, err := newCliPolicy("UnaryClientInterceptor", opts)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +91,7 @@ func UnaryClientInterceptor(opts ...ClientOption) (grpc.UnaryClientInterceptor, 
 // RESOURCE_EXHAUSTED, and as refused otherwise (also when it is abandoned
 // before either). It reports every invalid option in its error.
 func StreamClientInterceptor(opts ...ClientOption) (grpc.StreamClientInterceptor, error) {
-	pol, err := newCliPolicy(opts)
+	pol, err := newCliPolicy("StreamClientInterceptor", opts)
 	if err != nil {
 		return nil, err
 	}
@@ -148,15 +145,13 @@ func (s *cliStream) RecvMsg(m any) error {
 
 // cliOutgoingPriority returns ctx with the context's priority in the
 // outgoing metadata (unless the metadata already has one), and the priority
-// the throttle accounts the call under: the metadata's if it parses, else the
-// context's, else shed.Critical.
+// the throttle accounts the call under: the metadata's, read as the server
+// reads it (readPriority), if there is one, else the context's, else
+// shed.Critical.
 func cliOutgoingPriority(ctx context.Context) (context.Context, shed.Priority) {
 	md, _ := metadata.FromOutgoingContext(ctx)
 	if vs := md.Get(PriorityMetadataKey); len(vs) > 0 {
-		if p, err := shed.ParsePriority(vs[0]); err == nil {
-			return ctx, p
-		}
-		return ctx, shed.Critical
+		return ctx, readPriority(vs)
 	}
 	p, ok := PriorityFrom(ctx)
 	if !ok {
@@ -180,7 +175,7 @@ func cliVerdict(err error, trailer metadata.MD) (refused bool, hint time.Duratio
 	if !cliRefusal(st.Code()) {
 		return false, 0, false
 	}
-	hint, retry = cliPushback(trailer.Get(cliPushbackKey))
+	hint, retry = cliPushback(trailer.Get(RetryPushbackTrailer))
 	if !retry {
 		return true, 0, false
 	}

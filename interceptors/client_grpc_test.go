@@ -54,7 +54,7 @@ func (h *cliHealth) arrive(ctx context.Context, setTrailer func(metadata.MD)) er
 		return nil
 	}
 	if h.pushback != "" {
-		setTrailer(metadata.Pairs(cliPushbackKey, h.pushback))
+		setTrailer(metadata.Pairs(RetryPushbackTrailer, h.pushback))
 	}
 	st := status.New(h.code, "overloaded")
 	if h.retryInfo != cliNoInfo {
@@ -150,15 +150,7 @@ func TestClientUnaryHonoursPushback(t *testing.T) {
 			if want := []string{"sheddable_plus", "sheddable_plus", "sheddable_plus"}; !slices.Equal(prios, want) {
 				t.Errorf("server saw priorities %q, want %q", prios, want)
 			}
-			delays := w.recorded()
-			if len(delays) != 2 {
-				t.Fatalf("waits %v, want 2", delays)
-			}
-			for _, d := range delays {
-				if d <= 0 || d < tc.min {
-					t.Errorf("waits %v: want each > 0 and ≥ %v", delays, tc.min)
-				}
-			}
+			w.mustHaveWaited(t, 2, tc.min)
 		})
 	}
 }
@@ -441,7 +433,7 @@ func TestClientVerdict(t *testing.T) {
 		}
 		return st.Err()
 	}
-	trailer := func(v string) metadata.MD { return metadata.Pairs(cliPushbackKey, v) }
+	trailer := func(v string) metadata.MD { return metadata.Pairs(RetryPushbackTrailer, v) }
 	for _, tc := range []struct {
 		name    string
 		err     error

@@ -18,13 +18,15 @@ import (
 //   - refuses it locally, with an error matching ErrClientThrottled and
 //     without sending it, when the adaptive client throttle says the server
 //     has been refusing most requests of its priority (a request whose last
-//     answer is 429 or 503, or a transport error, counts as refused; the
-//     throttle decides once per request, retries are the budget's call);
+//     answer is 429 or 503, or a transport error while its context is
+//     live, counts as refused; the throttle decides once per request,
+//     retries are the budget's call);
 //   - retries a 429 or 503 answer, if the request is idempotent (its method
-//     is one of ClientRetryMethods, or it has an Idempotency-Key header) and
-//     its body can be replayed (it has none, or req.GetBody is set), after a
-//     capped exponential backoff with full jitter that is never shorter than
-//     the server's Retry-After (delta-seconds or HTTP-date), and never zero;
+//     is one of ClientRetryMethods, or it has an Idempotency-Key or
+//     X-Idempotency-Key header) and its body can be replayed (it has none,
+//     or req.GetBody is set), after a capped exponential backoff with full
+//     jitter that is never shorter than the server's Retry-After
+//     (delta-seconds or HTTP-date), and never zero;
 //   - spends the retry budget on each retry, and makes none when it is empty;
 //   - gives up at once, returning the last answer as is, when the wait would
 //     end after the request context's deadline or exceed ClientMaxDelay, or
@@ -47,7 +49,7 @@ type Transport struct {
 // (http.DefaultTransport if nil). It reports every invalid option in its
 // error; RoundTrip itself never panics on configuration.
 func NewTransport(base http.RoundTripper, opts ...ClientOption) (*Transport, error) {
-	pol, err := newCliPolicy(opts)
+	pol, err := newCliPolicy("NewTransport", opts)
 	if err != nil {
 		return nil, err
 	}
@@ -74,10 +76,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	prio := shed.Critical
 	send := req
-	if v := req.Header.Get(PriorityHeader); v != "" {
-		if p, err := shed.ParsePriority(v); err == nil {
-			prio = p
-		}
+	if vs := req.Header.Values(PriorityHeader); len(vs) > 0 {
+		prio = readPriority(vs) // as the server will read it
 	} else if p, ok := PriorityFrom(ctx); ok {
 		prio = p
 		send = req.Clone(ctx)

@@ -130,16 +130,7 @@ func TestClientTransportHonoursRetryAfter(t *testing.T) {
 			if resp.StatusCode != http.StatusOK || srv.count() != 3 {
 				t.Fatalf("status %d after %d requests; want 200 after 3", resp.StatusCode, srv.count())
 			}
-			delays := w.recorded()
-			if len(delays) != 2 {
-				t.Fatalf("delays %v, want 2", delays)
-			}
-			for _, d := range delays {
-				// Never an immediate retry, never before the server's time.
-				if d <= 0 || d < tc.min {
-					t.Errorf("delays %v: want each > 0 and ≥ %v", delays, tc.min)
-				}
-			}
+			w.mustHaveWaited(t, 2, tc.min)
 		})
 	}
 }

@@ -3,12 +3,14 @@ package interceptors
 import (
 	"context"
 	"errors"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/clock"
@@ -53,6 +55,22 @@ func (w *cliWaits) recorded() []time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]time.Duration(nil), w.delays...)
+}
+
+// mustHaveWaited fails t unless w recorded n waits, each positive and at
+// least min: never an immediate retry, never before the server's time.
+func (w *cliWaits) mustHaveWaited(t *testing.T, n int, min time.Duration) {
+	t.Helper()
+	delays := w.recorded()
+	if len(delays) != n {
+		t.Fatalf("waits %v, want %d", delays, n)
+	}
+	for _, d := range delays {
+		if d <= 0 || d < min {
+			t.Errorf("waits %v: want each > 0 and ≥ %v", delays, min)
+			return
+		}
+	}
 }
 
 // opts returns the options that make a client deterministic: the fake wait,
@@ -104,14 +122,15 @@ func TestClientOptionsInvalid(t *testing.T) {
 		{"empty method", ClientRetryMethods(""), `""`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := NewTransport(nil, tc.opt); err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("NewTransport: error %v, want one mentioning %s", err, tc.want)
+			// Errors name the constructor and the option, as the server's do.
+			if _, err := NewTransport(nil, tc.opt); err == nil || !strings.Contains(err.Error(), "sluice/interceptors: NewTransport: ") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("NewTransport: error %v, want one mentioning NewTransport and %s", err, tc.want)
 			}
-			if _, err := UnaryClientInterceptor(tc.opt); err == nil {
-				t.Error("UnaryClientInterceptor: no error")
+			if _, err := UnaryClientInterceptor(tc.opt); err == nil || !strings.Contains(err.Error(), "UnaryClientInterceptor: ") {
+				t.Errorf("UnaryClientInterceptor: error %v", err)
 			}
-			if _, err := StreamClientInterceptor(tc.opt); err == nil {
-				t.Error("StreamClientInterceptor: no error")
+			if _, err := StreamClientInterceptor(tc.opt); err == nil || !strings.Contains(err.Error(), "StreamClientInterceptor: ") {
+				t.Errorf("StreamClientInterceptor: error %v", err)
 			}
 		})
 	}
@@ -121,8 +140,13 @@ func TestClientOptionsInvalid(t *testing.T) {
 		t.Errorf("two invalid options: error %v, want both reported", err)
 	}
 	// Valid edge cases.
-	if _, err := NewTransport(nil, ClientThrottle(nil), ClientMaxAttempts(1), nil); err != nil {
+	if _, err := NewTransport(nil, ClientThrottle(nil), ClientMaxAttempts(1)); err != nil {
 		t.Errorf("valid options: %v", err)
+	}
+	// A nil option is a wiring mistake, reported as the server reports a
+	// zero ServerOption.
+	if _, err := NewTransport(nil, nil); err == nil || !strings.Contains(err.Error(), "NewTransport: nil ClientOption") {
+		t.Errorf("nil option: error %v", err)
 	}
 }
 
@@ -155,7 +179,7 @@ func TestClientPlan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pol, err := newCliPolicy(w.opts(append([]ClientOption{ClientThrottle(nil), ClientBudget(budget)}, opts...)...))
+		pol, err := newCliPolicy("test", w.opts(append([]ClientOption{ClientThrottle(nil), ClientBudget(budget)}, opts...)...))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,4 +227,28 @@ func TestClientPlan(t *testing.T) {
 			t.Error("cancelled context: retry")
 		}
 	})
+}
+
+// The client accounts a call under the priority the server will read from
+// the same metadata or header values: both halves use readPriority.
+func TestClientPriorityAsServerReadsIt(t *testing.T) {
+	for _, vals := range [][]string{
+		{"sheddable"}, {" sheddable\t"}, {"SHEDDABLE_PLUS"}, {"2"}, {"bogus"},
+		{strings.Repeat("x", 100)}, {"sheddable", "critical_plus"},
+	} {
+		md := metadata.MD{}
+		r := httptest.NewRequest("GET", "/", nil)
+		for _, v := range vals {
+			md.Append(PriorityMetadataKey, v)
+			r.Header.Add(PriorityHeader, v)
+		}
+		server := MetadataPriority(metadata.NewIncomingContext(context.Background(), md), "/s/m")
+		if h := HeaderPriority(r); h != server {
+			t.Errorf("%q: header gives %v, metadata %v", vals, h, server)
+		}
+		ctx := WithPriority(metadata.NewOutgoingContext(context.Background(), md), shed.CriticalPlus)
+		if _, client := cliOutgoingPriority(ctx); client != server {
+			t.Errorf("%q: the client accounts %v, the server reads %v", vals, client, server)
+		}
+	}
 }

@@ -3,15 +3,76 @@
 // shedder (package shed) — into gRPC servers and clients and net/http
 // handlers and clients.
 //
-// Server side, each guard is a gRPC unary or stream interceptor and an HTTP
-// middleware. Refusals carry the status clients expect: a rate limit is
-// RESOURCE_EXHAUSTED or 429, shedding or a full gate is UNAVAILABLE or 503,
-// always with a retry time (google.rpc.RetryInfo and the
-// grpc-retry-pushback-ms trailer; Retry-After), and limited HTTP routes send
-// the IETF RateLimit-Policy and RateLimit fields on every response.
+// # Server side
 //
-// Client side, interceptors and an http.RoundTripper keep a client from
-// turning an overload into a retry storm: adaptive client throttling, a
-// retry budget, capped exponential backoff with full jitter that honours the
-// server's retry time, and priority propagation.
+// Each guard is a pair of gRPC interceptors (RateLimitInterceptors,
+// GateInterceptors, ShedInterceptors return a GRPCInterceptors with Unary
+// and Stream) and an HTTP middleware, func(http.Handler) http.Handler
+// (RateLimitMiddleware, GateMiddleware, ShedMiddleware). Refusals carry the
+// status clients expect: a rate limit is RESOURCE_EXHAUSTED or 429,
+// shedding, a full gate or a failed rate-limit store is UNAVAILABLE or 503.
+// Every refusal for quota or overload carries a retry time that is never
+// earlier than the guard's own (rounded up, plus any WithRetryJitter): a google.rpc.RetryInfo detail
+// and the RetryPushbackTrailer trailer on gRPC, Retry-After and an RFC 9457
+// problem+json body on HTTP. Every response of a rate-limited HTTP route
+// carries the IETF RateLimit-Policy field, and every decided one the
+// RateLimit field (draft-ietf-httpapi-ratelimit-headers, named policies;
+// Retry-After is never earlier than a refusing policy's t). Keys come from
+// extractors (HeaderKey, APIKey, UserKey, ClientIP with trusted proxies;
+// forwarding headers are ignored unless the peer is trusted), priorities from
+// the PriorityHeader or PriorityMetadataKey. Tokens of the gate and the
+// shedder are held until the handler returns (a stream's, until its handler
+// returns) and released exactly once, also when the handler panics.
+// Server options are ServerOptions named With…; each constructor rejects an
+// option that does not apply to it.
+//
+// # Client side
+//
+// UnaryClientInterceptor, StreamClientInterceptor and the http.RoundTripper
+// Transport keep a client from turning an overload into a retry storm:
+// adaptive client throttling (shed.Throttle), a retry budget (shed.Budget),
+// capped exponential backoff with full jitter that never retries before the
+// server's retry time (pushback trailer, RetryInfo, Retry-After), and
+// propagation of the priority that WithPriority puts in a context. Client
+// options are ClientOptions named Client…, so that a call site shows which
+// half an option configures.
+//
+// Everything is validated at construction, never per request: the
+// constructors' errors start "sluice/interceptors: ", those of the guards
+// and the clients go on with the constructor's name and report every
+// invalid option at once.
+//
+// # Wiring
+//
+// A gRPC server and an HTTP handler limited per client IP, then shed by
+// priority through one adaptive gate:
+//
+//	gate, _ := adaptive.New(gradient.New())
+//	shedder, _ := shed.New(gate)
+//	perIP, _ := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 100, Period: time.Second})
+//	ip, _ := interceptors.NewClientIP(interceptors.TrustProxies("10.0.0.0/8"))
+//
+//	limit, err := interceptors.RateLimitInterceptors([]interceptors.GRPCQuota{{Name: "per-ip", Limiter: perIP, Key: ip.GRPCKey}})
+//	if err != nil { ... }
+//	sh, err := interceptors.ShedInterceptors(shedder)
+//	if err != nil { ... }
+//	srv := grpc.NewServer(
+//		grpc.ChainUnaryInterceptor(limit.Unary, sh.Unary), // rate limits outside the gate
+//		grpc.ChainStreamInterceptor(limit.Stream, sh.Stream),
+//	)
+//
+//	limitMW, err := interceptors.RateLimitMiddleware([]interceptors.HTTPQuota{{Name: "per-ip", Limiter: perIP, Key: ip.HTTPKey}})
+//	if err != nil { ... }
+//	shedMW, err := interceptors.ShedMiddleware(shedder)
+//	if err != nil { ... }
+//	http.Handle("/api/", limitMW(shedMW(apiHandler)))
+//
+// and their clients:
+//
+//	unary, err := interceptors.UnaryClientInterceptor()
+//	conn, err := grpc.NewClient(target, grpc.WithUnaryInterceptor(unary), ...)
+//	tr, err := interceptors.NewTransport(nil)
+//	client := &http.Client{Transport: tr}
+//
+// The package example (Example) is the same wiring, compiled.
 package interceptors

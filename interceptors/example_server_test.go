@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/gradient"
 	"github.com/sluicehq/sluice/interceptors"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
@@ -28,6 +29,83 @@ import (
 // unset.
 func srvExampleClock() *clock.Manual {
 	return clock.NewManual(time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC))
+}
+
+// The wiring of the package doc: a gRPC server and an HTTP handler limited
+// per client IP, then shed by priority through one adaptive gate, and their
+// clients. (Compiled, not run: it listens on a port.)
+func Example() {
+	gate, err := adaptive.New(gradient.New())
+	if err != nil {
+		panic(err)
+	}
+	shedder, err := shed.New(gate)
+	if err != nil {
+		panic(err)
+	}
+	perIP, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 100, Period: time.Second})
+	if err != nil {
+		panic(err)
+	}
+	ip, err := interceptors.NewClientIP(interceptors.TrustProxies("10.0.0.0/8"))
+	if err != nil {
+		panic(err)
+	}
+
+	// gRPC: rate limits outside the shedder, so that a refusal spends no token.
+	limit, err := interceptors.RateLimitInterceptors([]interceptors.GRPCQuota{{Name: "per-ip", Limiter: perIP, Key: ip.GRPCKey}})
+	if err != nil {
+		panic(err)
+	}
+	sh, err := interceptors.ShedInterceptors(shedder)
+	if err != nil {
+		panic(err)
+	}
+	srv := grpc.NewServer(
+		grpc.ChainUnaryInterceptor(limit.Unary, sh.Unary),
+		grpc.ChainStreamInterceptor(limit.Stream, sh.Stream),
+	)
+	lis, err := net.Listen("tcp", "localhost:50051")
+	if err != nil {
+		panic(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+
+	// HTTP: the same guards as middleware.
+	limitMW, err := interceptors.RateLimitMiddleware([]interceptors.HTTPQuota{{Name: "per-ip", Limiter: perIP, Key: ip.HTTPKey}})
+	if err != nil {
+		panic(err)
+	}
+	shedMW, err := interceptors.ShedMiddleware(shedder)
+	if err != nil {
+		panic(err)
+	}
+	api := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux := http.NewServeMux()
+	mux.Handle("/api/", limitMW(shedMW(api)))
+	go func() { _ = http.ListenAndServe("localhost:8080", mux) }()
+
+	// The clients: throttle, retry budget, backoff honouring the server.
+	unary, err := interceptors.UnaryClientInterceptor()
+	if err != nil {
+		panic(err)
+	}
+	conn, err := grpc.NewClient("localhost:50051", grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithUnaryInterceptor(unary))
+	if err != nil {
+		panic(err)
+	}
+	defer conn.Close()
+	tr, err := interceptors.NewTransport(nil)
+	if err != nil {
+		panic(err)
+	}
+	client := &http.Client{Transport: tr}
+	ctx := interceptors.WithPriority(context.Background(), shed.Sheddable)
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://localhost:8080/api/", nil)
+	if resp, err := client.Do(req); err == nil {
+		resp.Body.Close()
+	}
 }
 
 // A route limited per client IP and per API key. Every response carries the

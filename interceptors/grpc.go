@@ -3,6 +3,7 @@ package interceptors
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -59,15 +60,10 @@ func (c *srvConfig) srvInterceptors(admit srvGRPCAdmit) GRPCInterceptors {
 			if !held {
 				return handler(ctx, req)
 			}
-			released := false
-			defer func() {
-				if !released { // the handler panicked
-					tok.Ignore()
-				}
-			}()
+			o := OutcomeIgnore // if the handler or the classifier panics
+			defer func() { srvRelease(tok, o) }()
 			resp, err := handler(ctx, req)
-			released = true
-			srvRelease(tok, c.grpcClassifier(ctx, err))
+			o = c.grpcClassifier(ctx, err)
 			return resp, err
 		},
 		Stream: func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
@@ -79,15 +75,10 @@ func (c *srvConfig) srvInterceptors(admit srvGRPCAdmit) GRPCInterceptors {
 			if !held {
 				return handler(srv, ss)
 			}
-			released := false
-			defer func() {
-				if !released {
-					tok.Ignore()
-				}
-			}()
+			o := OutcomeIgnore // if the handler or the classifier panics
+			defer func() { srvRelease(tok, o) }()
 			err = handler(srv, ss) // the token is held for the stream's life
-			released = true
-			srvRelease(tok, c.grpcClassifier(ctx, err))
+			o = c.grpcClassifier(ctx, err)
 			return err
 		},
 	}
@@ -134,22 +125,16 @@ func RateLimitInterceptors(quotas []GRPCQuota, opts ...ServerOption) (GRPCInterc
 	if err != nil {
 		return GRPCInterceptors{}, err
 	}
-	names := make([]string, len(quotas))
-	lims := make([]*ratelimit.Limiter, len(quotas))
-	keysNil := make([]bool, len(quotas))
-	keys := make([]GRPCKeyFunc, len(quotas))
-	for i, q := range quotas {
-		names[i], lims[i], keysNil[i], keys[i] = q.Name, q.Limiter, q.Key == nil, q.Key
-	}
-	q, err := srvNewQuotas("RateLimitInterceptors", names, lims, keysNil)
+	quotas = slices.Clone(quotas) // the caller may reuse its slice
+	q, err := srvNewQuotas("RateLimitInterceptors", quotas)
 	if err != nil {
 		return GRPCInterceptors{}, err
 	}
 	admit := func(ctx context.Context, method string, ss grpc.ServerStream) (adaptive.Token, bool, error) {
 		sc := q.get()
 		defer q.put(sc)
-		for i, key := range keys {
-			k, err := key(ctx, method)
+		for i, qt := range quotas {
+			k, err := qt.Key(ctx, method)
 			if err != nil {
 				return adaptive.Token{}, false, status.Error(codes.InvalidArgument, srvKeyErrorMessage(err))
 			}
@@ -254,15 +239,11 @@ func ShedInterceptors(s *shed.Shedder, opts ...ServerOption) (GRPCInterceptors, 
 		if dec.Admitted {
 			return tok, true, nil
 		}
-		retry := dec.RetryAfter
-		if retry <= 0 {
-			retry = cfg.overloadRetry
-		}
 		msg := "sluice: server at capacity"
 		if dec.Shed {
 			msg = "sluice: shed (priority too low for the current load)"
 		}
-		return adaptive.Token{}, false, srvRefuseGRPC(ctx, ss, codes.Unavailable, msg, cfg.srvRetry(retry))
+		return adaptive.Token{}, false, srvRefuseGRPC(ctx, ss, codes.Unavailable, msg, cfg.srvShedRetry(dec))
 	}
 	return cfg.srvInterceptors(admit), nil
 }
@@ -293,14 +274,4 @@ func DefaultGRPCClassifier(ctx context.Context, err error) Outcome {
 		return OutcomeDropped
 	}
 	return OutcomeSuccess
-}
-
-// srvMetadataValue returns the single value of the incoming metadata key,
-// or "" when it is absent or repeated.
-func srvMetadataValue(ctx context.Context, key string) string {
-	vs := metadata.ValueFromIncomingContext(ctx, key)
-	if len(vs) != 1 {
-		return ""
-	}
-	return vs[0]
 }

@@ -463,6 +463,52 @@ func TestGRPCPanicReleasesToken(t *testing.T) {
 	}
 }
 
+// A classifier that panics must not leak the token: it is released once,
+// with Ignore, and the panic goes on.
+func TestGRPCClassifierPanicReleasesToken(t *testing.T) {
+	gate, releases := srvNewGate(t, 1)
+	ic, err := GateInterceptors(gate, WithGRPCClassifier(func(context.Context, error) Outcome { panic("classifier") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recovered := func(f func()) (r any) {
+		defer func() { r = recover() }()
+		f()
+		return nil
+	}
+	unary := func(context.Context, any) (any, error) { return nil, nil }
+	if r := recovered(func() {
+		_, _ = ic.Unary(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/s/m"}, unary)
+	}); r != "classifier" {
+		t.Fatalf("unary: recovered %v, want the classifier's panic", r)
+	}
+	if r := <-releases; r != metrics.Ignored || gate.InFlight() != 0 {
+		t.Errorf("unary: released %v, in flight %d", r, gate.InFlight())
+	}
+	stream := func(any, grpc.ServerStream) error { return nil }
+	if r := recovered(func() {
+		_ = ic.Stream(nil, srvFakeStream{ctx: context.Background()}, &grpc.StreamServerInfo{FullMethod: "/s/m"}, stream)
+	}); r != "classifier" {
+		t.Fatalf("stream: recovered %v, want the classifier's panic", r)
+	}
+	if r := <-releases; r != metrics.Ignored || gate.InFlight() != 0 {
+		t.Errorf("stream: released %v, in flight %d", r, gate.InFlight())
+	}
+	select {
+	case r := <-releases:
+		t.Errorf("released twice (%v)", r)
+	default:
+	}
+}
+
+// srvFakeStream is a grpc.ServerStream with only a context.
+type srvFakeStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s srvFakeStream) Context() context.Context { return s.ctx }
+
 func TestGRPCConstructorErrors(t *testing.T) {
 	lim, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 1, Period: time.Second})
 	if err != nil {

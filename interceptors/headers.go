@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"math/rand/v2"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/dunglas/httpsfv"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/shed"
 )
 
 // The names of the IETF RateLimit fields (draft-ietf-httpapi-ratelimit-headers,
@@ -23,38 +26,36 @@ const (
 	// RetryAfterHeader is the HTTP Retry-After field, sent in whole seconds.
 	RetryAfterHeader = "Retry-After"
 	// RetryPushbackTrailer is the gRPC trailer with the retry time in
-	// milliseconds, which grpc-go clients with a retry policy honour.
+	// milliseconds (gRFC A6): the server interceptors send it with every
+	// quota or overload refusal, and the client interceptors, like grpc-go
+	// clients with a retry policy, honour it.
 	RetryPushbackTrailer = "grpc-retry-pushback-ms"
 )
 
 // srvMaxSFInt is the largest structured-field Integer (RFC 9651 §3.3.1).
 const srvMaxSFInt = 999_999_999_999_999
 
-// srvCeilSeconds returns d in whole seconds, rounded up, so that a client
-// that waits that long never comes back early; capped at the largest
-// structured-field integer. Negative durations give 0.
-func srvCeilSeconds(d time.Duration) int64 {
+// ceilDiv returns d in whole units, rounded up, so that a client that
+// waits that long never comes back early; negative durations give 0.
+func ceilDiv(d, unit time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
+	n := int64(d / unit)
+	if d%unit != 0 {
+		n++
 	}
-	return min(s, srvMaxSFInt)
+	return n
+}
+
+// srvCeilSeconds returns d in whole seconds, rounded up (see ceilDiv),
+// capped at the largest structured-field integer.
+func srvCeilSeconds(d time.Duration) int64 {
+	return min(ceilDiv(d, time.Second), srvMaxSFInt)
 }
 
 // srvCeilMillis returns d in whole milliseconds, rounded up; negative gives 0.
-func srvCeilMillis(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	ms := int64(d / time.Millisecond)
-	if d%time.Millisecond != 0 {
-		ms++
-	}
-	return ms
-}
+func srvCeilMillis(d time.Duration) int64 { return ceilDiv(d, time.Millisecond) }
 
 // srvRetry returns the retry time to send for a refusal whose true retry
 // time is d: d plus a uniform jitter in [0, c.jitter], never less than d,
@@ -64,7 +65,7 @@ func (c *srvConfig) srvRetry(d time.Duration) time.Duration {
 		d = time.Millisecond
 	}
 	if c.jitter > 0 {
-		u := c.rand()
+		u := c.uniform()
 		if u > 0 && u < 1 {
 			add := time.Duration(u * float64(c.jitter))
 			if d+add > d { // no overflow
@@ -73,6 +74,29 @@ func (c *srvConfig) srvRetry(d time.Duration) time.Duration {
 		}
 	}
 	return d
+}
+
+// srvShedRetry returns the retry time to send when the shedder refuses:
+// its hint, else WithOverloadRetry's time, through srvRetry.
+func (c *srvConfig) srvShedRetry(dec shed.Decision) time.Duration {
+	if dec.RetryAfter > 0 {
+		return c.srvRetry(dec.RetryAfter)
+	}
+	return c.srvRetry(c.overloadRetry)
+}
+
+// seededUniform returns a source of uniform numbers in [0, 1) seeded with
+// seed and safe for concurrent use. Both halves draw their jitter from a
+// func() float64 field named uniform: the client's is seededUniform(ClientSeed),
+// the server's math/rand/v2's Float64 unless WithJitterSource replaces it.
+func seededUniform(seed uint64) func() float64 {
+	var mu sync.Mutex
+	rnd := rand.New(rand.NewPCG(seed, 0xc11e))
+	return func() float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return rnd.Float64()
+	}
 }
 
 // srvRetryAfterValue formats a retry time as Retry-After delay-seconds,
@@ -93,7 +117,9 @@ type srvPolicyMember struct {
 // algorithms) and w the time, in whole seconds rounded up, in which the limit
 // grants that many again (Burst·Period/Rate). Rounding w up keeps the
 // advertisement conservative: in any w-second interval a client that spends
-// at most q units is never refused.
+// at most q units is never refused, except by SlidingWindow, whose weighted
+// estimate of the previous window can count units that were spent before
+// the interval began.
 func srvPolicyOf(name string, lim *ratelimit.Limiter) srvPolicyMember {
 	l := lim.Policy().Limit()
 	num := new(big.Int).Mul(big.NewInt(int64(l.Burst)), big.NewInt(int64(l.Period)))

@@ -38,7 +38,7 @@ func TestHeadersCeil(t *testing.T) {
 
 func TestHeadersRetryJitterNeverEarlier(t *testing.T) {
 	for _, u := range []float64{0, 0.25, 0.999999, 1, -1, 2} {
-		c := &srvConfig{jitter: time.Second, rand: func() float64 { return u }}
+		c := &srvConfig{jitter: time.Second, uniform: func() float64 { return u }}
 		for _, d := range []time.Duration{0, time.Nanosecond, 300 * time.Millisecond, time.Hour, 1<<63 - 1} {
 			got := c.srvRetry(d)
 			if lo := max(d, time.Millisecond); got < lo || got-lo > time.Second {

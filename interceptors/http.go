@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -56,14 +57,8 @@ func RateLimitMiddleware(quotas []HTTPQuota, opts ...ServerOption) (func(http.Ha
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, len(quotas))
-	lims := make([]*ratelimit.Limiter, len(quotas))
-	keysNil := make([]bool, len(quotas))
-	keys := make([]HTTPKeyFunc, len(quotas))
-	for i, q := range quotas {
-		names[i], lims[i], keysNil[i], keys[i] = q.Name, q.Limiter, q.Key == nil, q.Key
-	}
-	q, err := srvNewQuotas("RateLimitMiddleware", names, lims, keysNil)
+	quotas = slices.Clone(quotas) // the caller may reuse its slice
+	q, err := srvNewQuotas("RateLimitMiddleware", quotas)
 	if err != nil {
 		return nil, err
 	}
@@ -73,8 +68,8 @@ func RateLimitMiddleware(quotas []HTTPQuota, opts ...ServerOption) (func(http.Ha
 			h := w.Header()
 			h[srvCanonPolicy] = []string{q.policy}
 			sc := q.get()
-			for i, key := range keys {
-				k, err := key(r)
+			for i, qt := range quotas {
+				k, err := qt.Key(r)
 				if err != nil {
 					q.put(sc)
 					srvWriteProblem(w, srvBadRequestProblem(srvKeyErrorDetail(err)), 0)
@@ -202,15 +197,11 @@ func ShedMiddleware(s *shed.Shedder, opts ...ServerOption) (func(http.Handler) h
 			}
 			tok, dec := s.TryAcquire(cfg.httpPriority(r), user)
 			if !dec.Admitted {
-				retry := dec.RetryAfter
-				if retry <= 0 {
-					retry = cfg.overloadRetry
-				}
 				detail := "The server is at capacity; retry after the time given."
 				if dec.Shed {
 					detail = "The server is shedding requests of this priority; retry after the time given."
 				}
-				srvWriteProblem(w, srvCapacityProblem(detail), cfg.srvRetry(retry))
+				srvWriteProblem(w, srvCapacityProblem(detail), cfg.srvShedRetry(dec))
 				return
 			}
 			cfg.srvServeHTTP(tok, next, w, r)
@@ -218,24 +209,22 @@ func ShedMiddleware(s *shed.Shedder, opts ...ServerOption) (func(http.Handler) h
 	}, nil
 }
 
-// srvServeHTTP runs next holding tok and releases it by the classifier.
+// srvServeHTTP runs next holding tok and releases it exactly once: by the
+// classifier's outcome, or with Ignore if the handler or the classifier
+// panics.
 func (c *srvConfig) srvServeHTTP(tok adaptive.Token, next http.Handler, w http.ResponseWriter, r *http.Request) {
 	sw := &srvStatusWriter{ResponseWriter: w}
-	released := false
-	defer func() {
-		if !released { // the handler panicked
-			tok.Ignore()
-		}
-	}()
+	o := OutcomeIgnore // if the handler or the classifier panics
+	defer func() { srvRelease(tok, o) }()
 	next.ServeHTTP(sw, r)
 	status := sw.status
 	if status == 0 {
 		status = http.StatusOK
 	}
-	released = true
-	srvRelease(tok, c.httpClassifier(r, status))
+	o = c.httpClassifier(r, status)
 }
 
+// srvRelease releases tok as outcome o says.
 func srvRelease(tok adaptive.Token, o Outcome) {
 	switch o {
 	case OutcomeDropped:

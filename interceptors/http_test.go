@@ -411,6 +411,27 @@ func TestHTTPGate(t *testing.T) {
 	}
 }
 
+// A classifier that panics must not leak the token.
+func TestHTTPClassifierPanicReleasesToken(t *testing.T) {
+	gate, releases := srvNewGate(t, 1)
+	mw, err := GateMiddleware(gate, WithHTTPClassifier(func(*http.Request, int) Outcome { panic("classifier") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	func() {
+		defer func() {
+			if r := recover(); r != "classifier" {
+				t.Errorf("recovered %v, want the classifier's panic", r)
+			}
+		}()
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+	}()
+	if r := <-releases; r != metrics.Ignored || gate.InFlight() != 0 {
+		t.Errorf("released %v, in flight %d", r, gate.InFlight())
+	}
+}
+
 func TestHTTPGatePanicAndCancel(t *testing.T) {
 	gate, releases := srvNewGate(t, 1)
 	mw, err := GateMiddleware(gate)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc/metadata"
@@ -75,18 +76,43 @@ func srvOne(vs []string) (string, error) {
 	return "", ErrBadKey
 }
 
+// srvValueKey is the key of HeaderKey and MetadataKey: prefix and the single
+// value of vs, which srvOne and srvCheckValue accept.
+func srvValueKey(prefix string, vs []string) (string, error) {
+	v, err := srvOne(vs)
+	if err != nil {
+		return "", err
+	}
+	if err := srvCheckValue(v, MaxKeyValueLen); err != nil {
+		return "", err
+	}
+	return prefix + v, nil
+}
+
 // srvCheckName validates a header or metadata name given to a constructor.
 func srvCheckName(name string) error {
 	if name == "" {
 		return errors.New("sluice/interceptors: empty header name")
 	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return fmt.Errorf("sluice/interceptors: invalid header name %q", name)
-		}
+	if !isToken(name) {
+		return fmt.Errorf("sluice/interceptors: invalid header name %q", name)
 	}
 	return nil
+}
+
+// isToken reports whether s is an RFC 9110 token (§5.6.2), as field names
+// and methods must be: one or more visible ASCII characters other than the
+// delimiters "(),/:;<=>?@[\]{}. Both halves check names with it.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // HeaderKey returns an extractor that keys a request on the value of the
@@ -100,14 +126,7 @@ func HeaderKey(name string) (HTTPKeyFunc, error) {
 	canon := http.CanonicalHeaderKey(name)
 	prefix := "h:" + canon + ":"
 	return func(r *http.Request) (string, error) {
-		v, err := srvOne(r.Header.Values(canon))
-		if err != nil {
-			return "", err
-		}
-		if err := srvCheckValue(v, MaxKeyValueLen); err != nil {
-			return "", err
-		}
-		return prefix + v, nil
+		return srvValueKey(prefix, r.Header.Values(canon))
 	}, nil
 }
 
@@ -124,14 +143,7 @@ func MetadataKey(name string) (GRPCKeyFunc, error) {
 	}
 	prefix := "md:" + name + ":"
 	return func(ctx context.Context, _ string) (string, error) {
-		v, err := srvOne(metadata.ValueFromIncomingContext(ctx, name))
-		if err != nil {
-			return "", err
-		}
-		if err := srvCheckValue(v, MaxKeyValueLen); err != nil {
-			return "", err
-		}
-		return prefix + v, nil
+		return srvValueKey(prefix, metadata.ValueFromIncomingContext(ctx, name))
 	}, nil
 }
 
@@ -243,15 +255,10 @@ func MethodKey(_ context.Context, fullMethod string) (string, error) {
 // ErrNoKey. Typical use: the API key if there is one, else the client IP.
 // It returns an error if fns is empty or holds nil.
 func FirstHTTPKey(fns ...HTTPKeyFunc) (HTTPKeyFunc, error) {
-	if len(fns) == 0 {
-		return nil, errors.New("sluice/interceptors: FirstHTTPKey: no extractors")
+	fns, err := srvCheckExtractors("FirstHTTPKey", fns)
+	if err != nil {
+		return nil, err
 	}
-	for i, f := range fns {
-		if f == nil {
-			return nil, fmt.Errorf("sluice/interceptors: FirstHTTPKey: extractor %d is nil", i)
-		}
-	}
-	fns = append([]HTTPKeyFunc(nil), fns...)
 	return func(r *http.Request) (string, error) {
 		for _, f := range fns {
 			k, err := f(r)
@@ -264,17 +271,26 @@ func FirstHTTPKey(fns ...HTTPKeyFunc) (HTTPKeyFunc, error) {
 	}, nil
 }
 
-// FirstGRPCKey is FirstHTTPKey for gRPC.
-func FirstGRPCKey(fns ...GRPCKeyFunc) (GRPCKeyFunc, error) {
+// srvCheckExtractors returns a copy of the extractors given to what
+// (FirstHTTPKey or FirstGRPCKey), or an error if there are none or one is nil.
+func srvCheckExtractors[F HTTPKeyFunc | GRPCKeyFunc](what string, fns []F) ([]F, error) {
 	if len(fns) == 0 {
-		return nil, errors.New("sluice/interceptors: FirstGRPCKey: no extractors")
+		return nil, fmt.Errorf("sluice/interceptors: %s: no extractors", what)
 	}
 	for i, f := range fns {
 		if f == nil {
-			return nil, fmt.Errorf("sluice/interceptors: FirstGRPCKey: extractor %d is nil", i)
+			return nil, fmt.Errorf("sluice/interceptors: %s: extractor %d is nil", what, i)
 		}
 	}
-	fns = append([]GRPCKeyFunc(nil), fns...)
+	return slices.Clone(fns), nil
+}
+
+// FirstGRPCKey is FirstHTTPKey for gRPC.
+func FirstGRPCKey(fns ...GRPCKeyFunc) (GRPCKeyFunc, error) {
+	fns, err := srvCheckExtractors("FirstGRPCKey", fns)
+	if err != nil {
+		return nil, err
+	}
 	return func(ctx context.Context, m string) (string, error) {
 		for _, f := range fns {
 			k, err := f(ctx, m)

@@ -26,10 +26,28 @@ type srvScratch struct {
 	buf  []byte
 }
 
-// srvNewQuotas validates names and limiters (non-empty, valid and unique
-// names, no nil limiter) and builds the tiers; what names the i-th quota in
-// errors.
-func srvNewQuotas(what string, names []string, lims []*ratelimit.Limiter, keysNil []bool) (*srvQuotas, error) {
+// srvQuota is an HTTPQuota or a GRPCQuota, as srvNewQuotas reads it.
+type srvQuota interface {
+	srvParts() (name string, lim *ratelimit.Limiter, noKey bool)
+}
+
+func (q HTTPQuota) srvParts() (string, *ratelimit.Limiter, bool) {
+	return q.Name, q.Limiter, q.Key == nil
+}
+func (q GRPCQuota) srvParts() (string, *ratelimit.Limiter, bool) {
+	return q.Name, q.Limiter, q.Key == nil
+}
+
+// srvNewQuotas validates the quotas of an HTTP route or a gRPC service
+// (non-empty, valid and unique names, no nil limiter or key) and builds the
+// tiers; what names the constructor in errors.
+func srvNewQuotas[Q srvQuota](what string, quotas []Q) (*srvQuotas, error) {
+	names := make([]string, len(quotas))
+	lims := make([]*ratelimit.Limiter, len(quotas))
+	keysNil := make([]bool, len(quotas))
+	for i, q := range quotas {
+		names[i], lims[i], keysNil[i] = q.srvParts()
+	}
 	if len(names) == 0 {
 		return nil, fmt.Errorf("sluice/interceptors: %s: no quotas", what)
 	}

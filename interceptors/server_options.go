@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/shed"
@@ -80,7 +79,7 @@ type ServerOption struct {
 // options; each constructor reads only the fields that apply to it.
 type srvConfig struct {
 	jitter          time.Duration
-	rand            func() float64
+	uniform         func() float64 // the jitter's source, see uniformSource
 	storeErrorRetry time.Duration
 	failOpen        bool
 	overloadRetry   time.Duration
@@ -99,7 +98,7 @@ type srvConfig struct {
 // not apply.
 func srvBuild(scope srvScope, what string, opts []ServerOption) (*srvConfig, error) {
 	c := &srvConfig{
-		rand:            rand.Float64,
+		uniform:         rand.Float64,
 		storeErrorRetry: DefaultStoreErrorRetry,
 		overloadRetry:   DefaultOverloadRetry,
 		grpcClassifier:  DefaultGRPCClassifier,
@@ -147,7 +146,7 @@ func WithJitterSource(f func() float64) ServerOption {
 		if f == nil {
 			return errors.New("nil source")
 		}
-		c.rand = f
+		c.uniform = f
 		return nil
 	}}
 }
@@ -168,7 +167,8 @@ func WithStoreErrorRetry(d time.Duration) ServerOption {
 
 // WithFailOpen(true) admits a request when the rate limit fails without a
 // decision (its store is down), instead of refusing it with 503 or
-// UNAVAILABLE; the RateLimit fields are then left out. An error that comes
+// UNAVAILABLE; such a response carries RateLimit-Policy but no RateLimit
+// field. An error that comes
 // with a decision (ratelimit.ErrTooManyKeys) is still decided as the limiter
 // decided. Default false (fail closed). Rate-limit constructors only.
 func WithFailOpen(on bool) ServerOption {
@@ -266,41 +266,6 @@ func WithHTTPUser(f func(r *http.Request) uint64) ServerOption {
 		c.httpUser = f
 		return nil
 	}}
-}
-
-// srvMaxPriorityLen bounds the priority value read from a header or
-// metadata; anything longer is not a priority and gets the default.
-const srvMaxPriorityLen = 32
-
-// MetadataPriority reads an RPC's priority from the incoming metadata key
-// PriorityMetadataKey with shed.ParsePriority. A missing, repeated,
-// overlong or unreadable value gives shed.Critical: a caller cannot be
-// refused for how it labels itself, only ranked.
-func MetadataPriority(ctx context.Context, _ string) shed.Priority {
-	v := srvMetadataValue(ctx, PriorityMetadataKey)
-	return srvParsePriority(v)
-}
-
-// HeaderPriority reads a request's priority from the header PriorityHeader
-// with shed.ParsePriority. A missing, repeated, overlong or unreadable
-// value gives shed.Critical.
-func HeaderPriority(r *http.Request) shed.Priority {
-	vs := r.Header.Values(PriorityHeader)
-	if len(vs) != 1 {
-		return shed.Critical
-	}
-	return srvParsePriority(vs[0])
-}
-
-func srvParsePriority(v string) shed.Priority {
-	if v == "" || len(v) > srvMaxPriorityLen {
-		return shed.Critical
-	}
-	p, err := shed.ParsePriority(strings.TrimSpace(v))
-	if err != nil {
-		return shed.Critical
-	}
-	return p
 }
 
 // UserHash maps a user id to the number the shedder draws cohorts from
