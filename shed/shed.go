@@ -141,8 +141,10 @@ func WithTighten(f float64) Option { return func(cfg *config) { cfg.tighten = f 
 func WithRelax(f float64) Option { return func(cfg *config) { cfg.relax = f } }
 
 // WithReserve keeps a share of the gate's limit for CriticalPlus and
-// Critical: lower priorities are refused while in-flight is above
-// (1 − share)·limit (default 0; Stripe keeps 0.2).
+// Critical: SheddablePlus is refused while in-flight is at or above
+// (1 − share)·limit, and Sheddable already at half that, so that whenever
+// SheddablePlus is refused, Sheddable is too (no inversion). Default 0;
+// Stripe keeps 0.2.
 func WithReserve(share float64) Option { return func(cfg *config) { cfg.reserve = share } }
 
 // WithObserver reports every decision of TryAcquire and Acquire to o, as a
@@ -256,8 +258,7 @@ func (s *Shedder) TryAcquire(p Priority, user uint64) (adaptive.Token, Decision)
 	if int64(lvl) >= s.cutoff.Load() {
 		return s.refuse(p, metrics.ShedRefused)
 	}
-	if s.reserve > 0 && p >= SheddablePlus &&
-		float64(s.gate.InFlight()) >= (1-s.reserve)*float64(s.gate.Limit()) {
+	if s.reserve > 0 && p >= SheddablePlus && s.reserved(p) {
 		return s.refuse(p, metrics.ShedRefused)
 	}
 	s.tried.Add(1)
@@ -273,6 +274,18 @@ func (s *Shedder) TryAcquire(p Priority, user uint64) (adaptive.Token, Decision)
 		s.obs.ShedDecision(metrics.ShedAdmitted, priorityNames[p])
 	}
 	return tok, Decision{Admitted: true}
+}
+
+// reserved reports whether the gate's in-flight has reached the part of its
+// limit reserved above priority p (SheddablePlus or Sheddable):
+//
+//	in-flight ≥ (1 − reserve)·limit / 2^(p − SheddablePlus)
+func (s *Shedder) reserved(p Priority) bool {
+	free := (1 - s.reserve) * float64(s.gate.Limit())
+	if p > SheddablePlus {
+		free /= 2
+	}
+	return float64(s.gate.InFlight()) >= free
 }
 
 // refuse reports a refusal of a request of priority p (at most Sheddable)

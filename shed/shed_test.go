@@ -127,9 +127,19 @@ func TestCohortsAreConsistentPerUserAndRotate(t *testing.T) {
 
 func TestReserveKeepsRoomForCriticalWork(t *testing.T) {
 	s, g, _ := newShedder(t, 10, WithReserve(0.2))
-	for range 8 {
+	// Sheddable may fill half of the unreserved 8 slots, SheddablePlus all
+	// of them; so whenever SheddablePlus is refused, Sheddable is too.
+	for range 4 {
 		if _, d := s.TryAcquire(Sheddable, 1); !d.Admitted {
-			t.Fatal("sheddable refused below the reserve")
+			t.Fatal("sheddable refused below its share")
+		}
+	}
+	if _, d := s.TryAcquire(Sheddable, 1); d.Admitted || !d.Shed {
+		t.Fatalf("sheddable admitted past half the unreserved share: %+v", d)
+	}
+	for range 4 {
+		if _, d := s.TryAcquire(SheddablePlus, 1); !d.Admitted {
+			t.Fatal("sheddable-plus refused below the reserve")
 		}
 	}
 	if _, d := s.TryAcquire(SheddablePlus, 1); d.Admitted || !d.Shed {

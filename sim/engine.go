@@ -77,6 +77,9 @@ type request struct {
 	isReject bool // a rejection's CPU cost, not a request
 	ticket   Ticket
 	counted  bool // this attempt arrived after warm-up
+	// prevAdmit: the metrics' last admission of this priority before
+	// this attempt, restored if the attempt is refused
+	prevAdmit int64
 }
 
 type engine struct {

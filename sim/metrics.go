@@ -54,6 +54,7 @@ type Result struct {
 	SLOms           float64          `json:"slo_ms"`              // latency objective
 	RejectRatio     float64          `json:"reject_ratio"`        // policy rejections / attempts
 	LateRejectRatio float64          `json:"late_reject_ratio"`   // rejections / attempts from Scenario.Recover on
+	InversionRatio  float64          `json:"inversion_ratio"`     // refusals within Interval/10 of an admission of lower priority / attempts
 	CapHits         int64            `json:"cap_hits"`            // attempts failed by the in-flight cap
 	SettleIntervals int              `json:"settle_intervals"`    // after Scenario.Change; -1: never settled
 	PeakP99ms       float64          `json:"peak_p99_ms"`         // worst interval p99 after Scenario.Change
@@ -101,6 +102,12 @@ type metricsAcc struct {
 	userOK    []int32 // of which succeeded in time
 	lateAtt   int64
 	lateRej   int64
+	// priority inversions: the last admission of each priority, and the
+	// span within which an admission of lower priority makes a refusal
+	// an inversion
+	lastAdmit  [MaxPriorities]int64
+	invSpan    int64
+	inversions int64
 }
 
 func (m *metricsAcc) init(s *Scenario, capacity float64) {
@@ -109,6 +116,10 @@ func (m *metricsAcc) init(s *Scenario, capacity float64) {
 	m.bucketEnd = m.interval
 	m.warm = int64(s.Warmup)
 	m.recoverAt = never
+	m.invSpan = int64(s.Interval / 10)
+	for p := range m.lastAdmit {
+		m.lastAdmit[p] = -1 << 62 // long before any attempt
+	}
 	m.userReq = make([]int32, s.Users)
 	m.userOK = make([]int32, s.Users)
 	if s.Recover > 0 {
@@ -137,6 +148,7 @@ func (m *metricsAcc) roll(limit, inFlight int) {
 }
 
 func (m *metricsAcc) attempt(r *request) {
+	r.prevAdmit, m.lastAdmit[r.prio] = m.lastAdmit[r.prio], r.start // admitted unless reject says otherwise
 	m.allAtt++
 	m.cur.Offered++
 	if r.counted {
@@ -152,10 +164,14 @@ func (m *metricsAcc) attempt(r *request) {
 }
 
 func (m *metricsAcc) reject(r *request) {
+	m.lastAdmit[r.prio] = r.prevAdmit
 	m.cur.Rejected++
 	if r.counted {
 		m.rejects++
 		m.pRejects[r.prio]++
+		if m.inverted(r) {
+			m.inversions++
+		}
 	}
 	if r.start >= m.recoverAt {
 		m.lateRej++
@@ -222,6 +238,19 @@ func (m *metricsAcc) request(r *request) {
 	m.userReq[r.user]++
 }
 
+// inverted reports whether refusing r is a priority inversion: an attempt
+// of strictly lower priority (a larger number) was admitted within the last
+// tenth of a control interval (10 ms by default: two mean service times of
+// the nominal server), when r's slot could have been kept for r.
+func (m *metricsAcc) inverted(r *request) bool {
+	for q := r.prio + 1; q < MaxPriorities; q++ {
+		if r.start-m.lastAdmit[q] <= m.invSpan {
+			return true
+		}
+	}
+	return false
+}
+
 // quantile returns the q-quantile of sorted xs (nearest rank).
 func quantile(xs []int64, q float64) int64 {
 	if len(xs) == 0 {
@@ -274,6 +303,7 @@ func (m *metricsAcc) result(s *Scenario, policy string, seed uint64, capacity fl
 	}
 	if m.attempts > 0 {
 		r.RejectRatio = float64(m.rejects) / float64(m.attempts)
+		r.InversionRatio = float64(m.inversions) / float64(m.attempts)
 	}
 	if m.lateAtt > 0 {
 		r.LateRejectRatio = float64(m.lateRej) / float64(m.lateAtt)
@@ -441,6 +471,8 @@ func (r *Result) metric(name string) (float64, bool) {
 		return r.RejectRatio, true
 	case "late_reject_ratio":
 		return r.LateRejectRatio, true
+	case "inversion_ratio":
+		return r.InversionRatio, true
 	case "cap_hits":
 		return float64(r.CapHits), true
 	case "settle_intervals":

@@ -91,3 +91,26 @@ func staticPolicy(n int) PolicySpec {
 		return NewGatePolicy(adaptive.Fixed(n), adaptive.WithClock(e.Clock))
 	}}
 }
+
+// TestInversions: a refusal is an inversion when lower-priority work was
+// admitted within a tenth of a control interval before it, and only then.
+func TestInversions(t *testing.T) {
+	var m metricsAcc
+	m.init(&Scenario{Interval: 100 * time.Millisecond, SLO: 50 * time.Millisecond, Users: 1}, 1)
+	at := func(prio int, ms int64, refused bool) {
+		r := &request{prio: prio, start: ms * 1e6, counted: true}
+		m.attempt(r)
+		if refused {
+			m.reject(r)
+		}
+	}
+	at(2, 100, false) // admitted
+	at(0, 105, true)  // refused 5 ms later: inversion
+	at(3, 106, true)  // refused lower priority: never an inversion
+	at(1, 111, true)  // 11 ms after the admission: not one
+	at(2, 200, true)  // a refused attempt does not count as an admission
+	at(0, 201, true)
+	if m.inversions != 1 {
+		t.Fatalf("%d inversions, want 1", m.inversions)
+	}
+}

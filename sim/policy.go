@@ -96,9 +96,7 @@ func BuiltinPolicies() []PolicySpec {
 			return newGradientGate(e)
 		}},
 		{Name: "vegas", Description: "sluice adaptive gate with Vegas", New: func(e Env) (Policy, error) {
-			opts := append(vegas.Proportional(0.3, 0.6), vegas.WithInitialLimit(e.Cores), vegas.WithMaxRTT(e.SLO/8))
-			return NewGatePolicy(vegas.New(opts...),
-				adaptive.WithClock(e.Clock), adaptive.WithMaxLimit(10000), adaptive.WithPercentile(0.5))
+			return newVegasGate(e)
 		}},
 		{Name: "aimd", Description: "sluice adaptive gate with AIMD", New: func(e Env) (Policy, error) {
 			return NewGatePolicy(adaptive.NewAIMD(adaptive.AIMDInitial(e.Cores), adaptive.AIMDTimeout(e.SLO/4)),
@@ -108,23 +106,36 @@ func BuiltinPolicies() []PolicySpec {
 }
 
 // ExtraPolicies returns policies that sluice sim runs only when named with
-// -policy: shed-gradient, the priority shedder in front of the gradient gate
-// (work in progress: it protects high priorities in the priority scenarios
-// but still costs goodput where there is only one priority).
+// -policy: the priority shedder in front of the gradient and the Vegas gate
+// (shed-gradient, shed-vegas). They protect the high priorities in the
+// priority scenarios; where there is only one priority, shedding whole user
+// cohorts (so that a shed user is shed consistently) costs some goodput
+// against the plain gate.
 func ExtraPolicies() []PolicySpec {
 	return []PolicySpec{
-		{Name: "shed-gradient", Description: "priority shedder in front of the gradient gate (experimental)", New: func(e Env) (Policy, error) {
-			g, err := newGradientGate(e)
-			if err != nil {
-				return nil, err
-			}
-			s, err := shed.New(g.Gate, shed.WithClock(e.Clock), shed.WithReserve(0.35))
-			if err != nil {
-				return nil, err
-			}
-			return &ShedPolicy{GatePolicy: g, Shedder: s}, nil
+		{Name: "shed-gradient", Description: "priority shedder in front of the gradient gate", New: func(e Env) (Policy, error) {
+			return newShedPolicy(e, newGradientGate)
+		}},
+		{Name: "shed-vegas", Description: "priority shedder in front of the Vegas gate", New: func(e Env) (Policy, error) {
+			return newShedPolicy(e, newVegasGate)
 		}},
 	}
+}
+
+// newShedPolicy puts a shedder in front of the gate gate makes. It keeps
+// three quarters of the limit for CriticalPlus and Critical work: the
+// sheddable priorities fill at most a quarter (SheddablePlus) and an eighth
+// (Sheddable) of it.
+func newShedPolicy(e Env, gate func(Env) (*GatePolicy, error)) (Policy, error) {
+	g, err := gate(e)
+	if err != nil {
+		return nil, err
+	}
+	s, err := shed.New(g.Gate, shed.WithClock(e.Clock), shed.WithReserve(0.75))
+	if err != nil {
+		return nil, err
+	}
+	return &ShedPolicy{GatePolicy: g, Shedder: s}, nil
 }
 
 // FindPolicies returns the named policies from specs, in the order named.
@@ -174,6 +185,12 @@ func (p *GatePolicy) Limit() int { return p.Gate.Limit() }
 // newGradientGate is the gradient policy: the gate with the Gradient
 // algorithm, given the SLO. The median is robust to heavy tails; SLO/8 on the
 // median is about SLO/5.5 on the mean for exponential-like service times.
+func newVegasGate(e Env) (*GatePolicy, error) {
+	opts := append(vegas.Proportional(0.3, 0.6), vegas.WithInitialLimit(e.Cores), vegas.WithMaxRTT(e.SLO/8))
+	return NewGatePolicy(vegas.New(opts...),
+		adaptive.WithClock(e.Clock), adaptive.WithMaxLimit(10000), adaptive.WithPercentile(0.5))
+}
+
 func newGradientGate(e Env) (*GatePolicy, error) {
 	return NewGatePolicy(gradient.New(gradient.WithInitialLimit(e.Cores), gradient.WithMaxRTT(e.SLO/8), gradient.WithTolerance(2.5)),
 		adaptive.WithClock(e.Clock), adaptive.WithMaxLimit(10000), adaptive.WithPercentile(0.5))

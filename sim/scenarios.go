@@ -109,6 +109,7 @@ func Scenarios() []Scenario {
 			Change:  20 * time.Second,
 			Targets: []Target{
 				AtLeast("p1_success", 0.999),
+				AtMost("p99_over_slo", 1),
 				AtMost("cap_hits", 0),
 			},
 		},
@@ -149,6 +150,8 @@ func Scenarios() []Scenario {
 			Targets: []Target{
 				AtLeast("p0_success", 0.999),
 				AtLeast("p1_success", 0.99),
+				AtMost("inversion_ratio", 0.001),
+				AtLeast("jain", 0.95),
 				AtMost("retry_amplification", 1.1),
 				AtMost("late_reject_ratio", 0.01),
 			},
