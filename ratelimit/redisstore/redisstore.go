@@ -152,6 +152,7 @@ type policy struct {
 	id   string // the key suffix naming the policy
 	alg  ratelimit.Algorithm
 	args [6]int64 // alg, period µs, burst, r, p, cap
+	lean []any    // period µs, burst, r, p, cap: boxed once for the lean scripts
 }
 
 // Bounds of the scripts' arithmetic (see the package documentation).
@@ -212,7 +213,11 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 // costs one extra round trip (EVALSHA answered NOSCRIPT, then EVAL).
 func (s *Store) Preload(ctx context.Context) error {
 	load := func(ctx context.Context, c redis.Scripter) error {
-		for _, sc := range s.scripts {
+		all := append(s.scripts[:], leaseAcquire, leaseRelease, leaseRenew)
+		for _, sc := range leanScripts {
+			all = append(all, sc)
+		}
+		for _, sc := range all {
 			if err := sc.Load(ctx, c).Err(); err != nil {
 				return fmt.Errorf("sluice/redisstore: loading scripts: %w", err)
 			}
@@ -270,6 +275,9 @@ func toPolicy(p ratelimit.Policy) *policy {
 		}
 	}
 	q.id = fmt.Sprintf("%s:%d:%d:%d", algTag[alg], rate, P, burst)
+	for _, x := range q.args[1:] {
+		q.lean = append(q.lean, x)
+	}
 	return q
 }
 
@@ -346,6 +354,9 @@ func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Reque
 	for i := range reqs {
 		keys = append(keys, s.redisKey(reqs[i].Key, pols[i]))
 	}
+	if len(reqs) == 1 && reqs[0].Op == ratelimit.OpAllow && leanScripts[int(alg)] != nil {
+		return s.applyLean(ctx, now, reqs, pols[0], keys[0])
+	}
 	if s.cluster && len(keys) > 1 {
 		slot := clusterSlot(keys[0])
 		for _, k := range keys[1:] {
@@ -409,6 +420,52 @@ func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Reque
 		if s.cache != nil && len(reqs) == 1 {
 			s.cache.note(r, pols[i], nowNs)
 		}
+	}
+	return nil
+}
+
+// Boxed once: the least expiries of a written key, in ms.
+var (
+	minTTLServer any = int64(1)
+	minTTLCaller any = int64(60000)
+)
+
+// applyLean decides one OpAllow request with its algorithm's lean script.
+func (s *Store) applyLean(ctx context.Context, now time.Time, reqs []ratelimit.Request, q *policy, key string) error {
+	r := &reqs[0]
+	var argBuf [8]any
+	args := argBuf[:0]
+	nowNs := now.UnixNano()
+	if s.callerTime {
+		args = append(args, floorDiv(nowNs, 1000), minTTLCaller)
+	} else {
+		args = append(args, int64(-1), minTTLServer)
+	}
+	args = append(args, q.lean...)
+	args = append(args, r.N)
+	cctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	v, err := leanScripts[int(q.alg)].Run(cctx, s.client, []string{key}, args...).Int64Slice()
+	if err == nil && len(v) != 4 {
+		err = fmt.Errorf("sluice/redisstore: script answered %d values for 4", len(v))
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.brk.failure(time.Now())
+		return s.degrade(ctx, now, reqs, err)
+	}
+	s.brk.success()
+	r.Result = ratelimit.Result{
+		Allowed:    v[0] == 1,
+		Limit:      int(q.args[2]),
+		Remaining:  int(v[1]),
+		RetryAfter: time.Duration(v[2]) * time.Microsecond,
+		ResetAfter: time.Duration(v[3]) * time.Microsecond,
+	}
+	if s.cache != nil {
+		s.cache.note(r, q, nowNs)
 	}
 	return nil
 }
