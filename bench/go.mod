@@ -5,6 +5,8 @@ go 1.26.0
 require (
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/go-kratos/aegis v0.2.0
+	github.com/go-redis/redis_rate/v10 v10.0.1
+	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sethvargo/go-limiter v0.7.1
 	github.com/sluicehq/sluice v0.0.0
 	github.com/throttled/throttled/v2 v2.15.0
@@ -35,8 +37,9 @@ require (
 	github.com/yusufpapurcu/wmi v1.2.2 // indirect
 	go.opentelemetry.io/otel v1.40.0 // indirect
 	go.opentelemetry.io/otel/trace v1.40.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/automaxprocs v1.6.0 // indirect
-	golang.org/x/sys v0.41.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 )
 
 replace github.com/sluicehq/sluice => ../
