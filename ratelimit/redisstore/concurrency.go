@@ -17,8 +17,9 @@ import (
 // key at once. Each key is a sorted set of lease ids scored by their expiry
 // (server time, µs); a lease that is neither released nor renewed within the
 // lease duration expires and its slot is taken back by the next Acquire, so a
-// crashed process cannot leak slots. Memory per key: about 60-80 bytes per
-// lease held, at most Max leases; the set expires with its last lease.
+// crashed process cannot leak slots. Memory per key: a sorted set of
+// its leases (a 32-byte id each; about 60 bytes per lease up to 128 leases),
+// at most Max leases; the set expires with its last lease.
 //
 // Acquire, Release and Renew are each one script, one round trip. When
 // Redis fails, Acquire decides by the store's failure policy (FailLocal

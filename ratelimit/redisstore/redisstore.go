@@ -48,9 +48,12 @@
 // Redis key long. All limits on one key share its hash tag, so a batch on
 // one key works on Redis Cluster; a batch over several keys (tiers per IP
 // and per tenant) needs WithHashTag to give them a common tag there. Every
-// write sets the key's expiry to its reset time, so idle keys disappear; a
-// SlidingLog key is a sorted set of its admitted units (about 60-90 bytes
-// per unit in Redis, Rate units at most), the others a short string.
+// write sets the key's expiry to its reset time, so idle keys disappear.
+// Memory in Redis (MEMORY USAGE, Redis 7.0): a key of FixedWindow,
+// SlidingWindow, TokenBucket or GCRA is a short string of about 100-120
+// bytes; a SlidingLog key is a sorted set of its admitted units, about 37
+// bytes per unit up to 128 units (Redis's compact listpack encoding) and
+// about 116 beyond, Rate units at most (116 KB for a 1000-unit log).
 //
 // # Failure
 //
