@@ -2,8 +2,10 @@ package shed_test
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/gradient"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -27,4 +29,19 @@ func Example() {
 	// sheddable: true
 	// sheddable again: false shed: true
 	// critical-plus: true
+}
+
+// A shedder that also watches the Go scheduler: when runnable goroutines
+// wait more than 5 ms for a CPU (p99 over the last interval), the process is
+// out of CPU and the lowest priorities are shed before the gate even fills.
+// A gate full of requests waiting on a slow dependency does not trigger it.
+func ExampleSchedulerLatency() {
+	gate, _ := adaptive.New(gradient.New())
+	sat, err := shed.SchedulerLatency(0.99, 5*time.Millisecond)
+	if err != nil {
+		panic(err)
+	}
+	s, err := shed.New(gate, shed.WithSaturation(sat))
+	fmt.Println(err == nil, s.Cutoff() == shed.Levels())
+	// Output: true true
 }

@@ -94,6 +94,7 @@ type Shedder struct {
 	relax    float64
 	reserve  float64
 	obs      metrics.ShedObserver // nil: report nothing
+	sat      func() bool          // local saturation signal; nil: none
 
 	cutoff  atomic.Int64 // levels below it may try the gate
 	nextAt  atomic.Int64 // ns since epoch when the control loop is due
@@ -117,6 +118,8 @@ type config struct {
 	reserve  float64
 	observer metrics.ShedObserver
 	nilObs   bool
+	sat      func() bool
+	nilSat   bool
 }
 
 // WithClock sets the clock (default clock.System()); give it the gate's.
@@ -124,6 +127,23 @@ func WithClock(c clock.Clock) Option { return func(cfg *config) { cfg.clock = c 
 
 // WithInterval sets how often the cutoff is revised (default 100ms).
 func WithInterval(d time.Duration) Option { return func(cfg *config) { cfg.interval = d } }
+
+// WithSaturation adds a local saturation signal besides the gate's: sat is
+// called once per interval (from the request that revises the cutoff, so it
+// should take microseconds, not block) and reports whether the process
+// itself is saturated — its CPU, not a dependency. While it is, the shedder
+// sheds a tenth more of the traffic each interval even if the gate has not
+// refused anyone yet, and never relaxes. Without it, a gate full of requests
+// waiting on a slow dependency and a gate full because the process is out
+// of CPU look the same; SchedulerLatency gives the usual signal.
+func WithSaturation(sat func() bool) Option {
+	return func(cfg *config) {
+		if sat == nil {
+			cfg.nilSat = true
+		}
+		cfg.sat = sat
+	}
+}
 
 // WithCohortRotation sets how often users are re-drawn into cohorts (default
 // 1 minute; 0 keeps a user in one cohort forever).
@@ -188,12 +208,15 @@ func New(gate *adaptive.Limiter, opts ...Option) (*Shedder, error) {
 	if cfg.nilObs {
 		bad("WithObserver(nil): pass an observer or omit the option")
 	}
+	if cfg.nilSat {
+		bad("WithSaturation(nil): pass a signal (e.g. SchedulerLatency) or omit the option")
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	s := &Shedder{
 		gate: gate, clk: cfg.clock, interval: int64(cfg.interval), rotation: int64(cfg.rotation),
-		tighten: cfg.tighten, relax: cfg.relax, reserve: cfg.reserve, obs: cfg.observer,
+		tighten: cfg.tighten, relax: cfg.relax, reserve: cfg.reserve, obs: cfg.observer, sat: cfg.sat,
 	}
 	if e, ok := cfg.clock.(clock.Elapsed); ok {
 		s.since = e
@@ -312,10 +335,16 @@ const relaxShare = 0.1
 // have room, and the shedder relaxes.
 const headroom = 0.85
 
+// saturationStep is the share of the traffic shed more per interval while
+// the local saturation signal (WithSaturation) says the process is
+// saturated and the gate refused no one.
+const saturationStep = 0.1
+
 // update revises the cutoff once per interval:
 //
 //	refused share  r_i = refused / arrivals          (this interval, at the gate)
 //	target rate    R  ← R + tighten·r_i·(1 − R)     if the gate refused anyone
+//	               R  ← R + tighten·0.1·(1 − R)     else if the process is saturated (WithSaturation)
 //	               R  ← max(0, R − max(relax, R/10)) if in-flight stayed below 85% of the limit
 //	               R  unchanged                      otherwise (hysteresis)
 //	cutoff            = the level below which a share 1 − R of this
@@ -339,7 +368,11 @@ func (s *Shedder) update(now int64) {
 		total += counts[i]
 	}
 	tried, refused, peak := s.tried.Swap(0), s.refused.Swap(0), s.peak.Swap(0)
+	saturated := s.sat != nil && s.sat()
 	switch {
+	case saturated && !(refused > 0 && tried > 0):
+		// The process is out of CPU before the gate noticed: shed more.
+		s.rate += s.tighten * saturationStep * (1 - s.rate)
 	case refused > 0 && tried > 0:
 		share := float64(refused) / float64(total)
 		s.rate += s.tighten * share * (1 - s.rate)
