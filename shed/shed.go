@@ -163,8 +163,10 @@ func WithRelax(f float64) Option { return func(cfg *config) { cfg.relax = f } }
 // WithReserve keeps a share of the gate's limit for CriticalPlus and
 // Critical: SheddablePlus is refused while in-flight is at or above
 // (1 − share)·limit, and Sheddable already at half that, so that whenever
-// SheddablePlus is refused, Sheddable is too (no inversion). Default 0;
-// Stripe keeps 0.2.
+// SheddablePlus is refused, Sheddable is too (no inversion); and a twentieth
+// of the share is kept for CriticalPlus alone, so that Critical work cannot
+// take the very last slots. Default 0; Stripe keeps
+// 0.2.
 func WithReserve(share float64) Option { return func(cfg *config) { cfg.reserve = share } }
 
 // WithObserver reports every decision of TryAcquire and Acquire to o, as a
@@ -281,7 +283,7 @@ func (s *Shedder) TryAcquire(p Priority, user uint64) (adaptive.Token, Decision)
 	if int64(lvl) >= s.cutoff.Load() {
 		return s.refuse(p, metrics.ShedRefused)
 	}
-	if s.reserve > 0 && p >= SheddablePlus && s.reserved(p) {
+	if s.reserve > 0 && p >= Critical && s.reserved(p) {
 		return s.refuse(p, metrics.ShedRefused)
 	}
 	s.tried.Add(1)
@@ -300,16 +302,26 @@ func (s *Shedder) TryAcquire(p Priority, user uint64) (adaptive.Token, Decision)
 }
 
 // reserved reports whether the gate's in-flight has reached the part of its
-// limit reserved above priority p (SheddablePlus or Sheddable):
+// limit reserved above priority p (Critical, SheddablePlus or Sheddable):
 //
-//	in-flight ≥ (1 − reserve)·limit / 2^(p − SheddablePlus)
+//	Critical       in-flight ≥ limit − reserve·limit/20
+//	SheddablePlus  in-flight ≥ (1 − reserve)·limit
+//	Sheddable      in-flight ≥ (1 − reserve)·limit / 2
 func (s *Shedder) reserved(p Priority) bool {
-	free := (1 - s.reserve) * float64(s.gate.Limit())
-	if p > SheddablePlus {
+	limit, n := float64(s.gate.Limit()), float64(s.gate.InFlight())
+	free := (1 - s.reserve) * limit
+	switch p {
+	case Critical:
+		// A full gate refuses by itself (and says so: gate full).
+		return n >= limit-s.reserve*limit*topShare && n < limit
+	case Sheddable:
 		free /= 2
 	}
-	return float64(s.gate.InFlight()) >= free
+	return n >= free
 }
+
+// topShare is the part of the reserve kept for CriticalPlus alone.
+const topShare = 0.05
 
 // refuse reports a refusal of a request of priority p (at most Sheddable)
 // and returns its decision: shed for its level, or refused by a full gate.

@@ -384,3 +384,25 @@ func TestBudgetAndBackoff(t *testing.T) {
 		t.Fatalf("retry-after not honoured: %v", got)
 	}
 }
+
+// TestReserveKeepsTheLastSlotsForCriticalPlus: with a reserve, Critical work
+// cannot take the last twentieth of the reserved share; CriticalPlus can.
+func TestReserveKeepsTheLastSlotsForCriticalPlus(t *testing.T) {
+	s, g, _ := newShedder(t, 100, WithReserve(0.4)) // CriticalPlus alone: the last 2 slots
+	for range 98 {
+		if _, d := s.TryAcquire(Critical, 1); !d.Admitted {
+			t.Fatalf("critical refused at %d in flight", g.InFlight())
+		}
+	}
+	if _, d := s.TryAcquire(Critical, 1); d.Admitted || !d.Shed {
+		t.Fatalf("critical took a slot kept for critical-plus: %+v", d)
+	}
+	for range 2 {
+		if _, d := s.TryAcquire(CriticalPlus, 1); !d.Admitted {
+			t.Fatal("critical-plus refused its reserved slot")
+		}
+	}
+	if _, d := s.TryAcquire(Critical, 1); d.Admitted || d.Shed {
+		t.Fatalf("full gate: %+v, want refused by the gate", d)
+	}
+}
