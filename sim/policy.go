@@ -182,8 +182,8 @@ func (p *GatePolicy) Done(t Ticket, o Outcome) {
 // Limit returns the gate's limit.
 func (p *GatePolicy) Limit() int { return p.Gate.Limit() }
 
-// newGradientGate is the gradient policy: the gate with the Gradient
-// algorithm, given the SLO. The median is robust to heavy tails; SLO/8 on the
+// newVegasGate is the vegas policy: the gate with the Vegas algorithm,
+// given the SLO, on the window median (robust to heavy tails): SLO/8 on the
 // median is about SLO/5.5 on the mean for exponential-like service times.
 func newVegasGate(e Env) (*GatePolicy, error) {
 	opts := append(vegas.Proportional(0.3, 0.6), vegas.WithInitialLimit(e.Cores), vegas.WithMaxRTT(e.SLO/8))
@@ -191,8 +191,13 @@ func newVegasGate(e Env) (*GatePolicy, error) {
 		adaptive.WithClock(e.Clock), adaptive.WithMaxLimit(10000), adaptive.WithPercentile(0.5))
 }
 
+// newGradientGate is the gradient policy: the gate with the Gradient
+// algorithm, given the SLO, on the window median: SLO/10 on the median
+// (about SLO/7 on the mean for exponential-like service) keeps p99 near 60%
+// of the SLO under a surge. (SLO/8 gave a p99 of 38 ms instead of 31 and
+// met fewer targets over 10 seeds: 52 of 60 against 55.)
 func newGradientGate(e Env) (*GatePolicy, error) {
-	return NewGatePolicy(gradient.New(gradient.WithInitialLimit(e.Cores), gradient.WithMaxRTT(e.SLO/8), gradient.WithTolerance(2.5)),
+	return NewGatePolicy(gradient.New(gradient.WithInitialLimit(e.Cores), gradient.WithMaxRTT(e.SLO/10), gradient.WithTolerance(2.5)),
 		adaptive.WithClock(e.Clock), adaptive.WithMaxLimit(10000), adaptive.WithPercentile(0.5))
 }
 
