@@ -15,7 +15,7 @@ func TestRun(t *testing.T) {
 		{[]string{"sim", "-scenario", "no-harm", "-policy", "static"}, 0, "no-harm"},
 		{[]string{"sim", "-list"}, 0, "priorities-retries"},
 		{[]string{"sim", "-policy", "bogus"}, 2, `unknown policy "bogus"`},
-		{[]string{"demo"}, 0, "adaptive"},
+		{[]string{"demo", "-h"}, 0, "adaptive"},
 		{nil, 2, "usage"},
 		{[]string{"bogus"}, 2, `unknown command "bogus"`},
 	}
