@@ -18,6 +18,21 @@ type Point struct {
 	InFlight  int           `json:"in_flight"` // at the end
 	Completed float64       `json:"completed"` // completions per second
 	OverSLO   float64       `json:"over_slo"`  // completions slower than the SLO per second
+	// Prio splits Offered, Goodput and Rejected by priority: Prio[p] is
+	// priority p's part of the interval (zero for a priority no class
+	// has). Summed over the priorities they give the fields above, up to
+	// rounding.
+	Prio [MaxPriorities]PrioPoint `json:"prio"`
+}
+
+// PrioPoint is one priority's traffic in one interval of the time series,
+// per second, counted like Point's fields of the same names: every attempt
+// (retries included, warm-up too), every policy rejection, every completion
+// within the SLO and before the client's deadline.
+type PrioPoint struct {
+	Offered  float64 `json:"offered"`  // attempts per second
+	Goodput  float64 `json:"goodput"`  // completions within SLO per second
+	Rejected float64 `json:"rejected"` // policy rejections per second
 }
 
 // PriorityResult summarises one priority's requests (after warm-up).
@@ -136,6 +151,11 @@ func (m *metricsAcc) roll(limit, inFlight int) {
 	p.Rejected /= sec
 	p.Completed /= sec
 	p.OverSLO /= sec
+	for i := range p.Prio {
+		p.Prio[i].Offered /= sec
+		p.Prio[i].Goodput /= sec
+		p.Prio[i].Rejected /= sec
+	}
 	p.Limit, p.InFlight = limit, inFlight
 	if len(m.curLat) > 0 {
 		slices.Sort(m.curLat)
@@ -151,6 +171,7 @@ func (m *metricsAcc) attempt(r *request) {
 	r.prevAdmit, m.lastAdmit[r.prio] = m.lastAdmit[r.prio], r.start // admitted unless reject says otherwise
 	m.allAtt++
 	m.cur.Offered++
+	m.cur.Prio[r.prio].Offered++
 	if r.counted {
 		m.attempts++
 		m.pAttempts[r.prio]++
@@ -166,6 +187,7 @@ func (m *metricsAcc) attempt(r *request) {
 func (m *metricsAcc) reject(r *request) {
 	m.lastAdmit[r.prio] = r.prevAdmit
 	m.cur.Rejected++
+	m.cur.Prio[r.prio].Rejected++
 	if r.counted {
 		m.rejects++
 		m.pRejects[r.prio]++
@@ -208,6 +230,7 @@ func (m *metricsAcc) complete(r *request, lat int64, ontime, good bool) {
 	}
 	if good {
 		m.cur.Goodput++
+		m.cur.Prio[r.prio].Goodput++
 	}
 	if ontime {
 		m.useful += r.work

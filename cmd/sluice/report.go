@@ -24,6 +24,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 
+	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/sim"
 )
 
@@ -217,32 +218,90 @@ func writeScenario(w io.Writer, s sim.Scenario, pols []sim.PolicySpec, results [
 		fmt.Fprintln(w)
 	}
 
-	if len(s.Classes) > 1 {
-		fmt.Fprintf(w, "Per priority (0 is the most important; after warm-up):\n\n")
-		mdRow(w, "policy", "priority", "offered rps", "success %", "reject %")
-		mdAlign(w, "lrrrr")
-		for j, r := range results {
-			if r == nil {
-				continue
-			}
-			for _, pr := range r.PerPriority {
-				mdRow(w, pols[j].Name, fmt.Sprint(pr.Priority), fmt.Sprintf("%.0f", pr.Offered),
-					fmt.Sprintf("%.1f", 100*pr.SuccessRatio), fmt.Sprintf("%.1f", 100*pr.RejectRatio))
-			}
-		}
-		fmt.Fprintln(w)
+	if len(s.Classes) > 1 && ref != nil {
+		writePriorities(w, s, pols, results, ref)
 	}
 
 	if ref == nil {
 		return
 	}
-	fmt.Fprintf(w, "![%s: limit and in-flight, p99 latency, goodput and rejections over time](%s.png)\n\n", s.Name, s.Name)
+	alt := "limit and in-flight, p99 latency, goodput and rejections over time"
+	if len(s.Classes) > 1 {
+		alt = "limit and in-flight, p99 latency, goodput and rejections, success per priority over time"
+	}
+	fmt.Fprintf(w, "![%s: %s](%s.png)\n\n", s.Name, alt, s.Name)
 	fmt.Fprintf(w, "%s ([SVG](%s.svg))\n\n", howToRead(s, ref), s.Name)
+}
+
+// writePriorities writes the per-priority table of a scenario with several
+// priority classes: a row per policy; for each priority the share of its
+// requests that succeeded in time and of its attempts the policy rejected;
+// and the policy's priority inversions.
+func writePriorities(w io.Writer, s sim.Scenario, pols []sim.PolicySpec, results []*sim.Result, ref *sim.Result) {
+	prios := classPriorities(s)
+	var offered []string
+	for _, p := range prios {
+		for _, pr := range ref.PerPriority {
+			if pr.Priority == p {
+				offered = append(offered, fmt.Sprintf("%s %.0f/s", priorityName(p), pr.Offered))
+			}
+		}
+	}
+	fmt.Fprintf(w, "Per priority, after warm-up (0 is the most important; offered requests: %s). "+
+		"pK success: the requests of priority K that eventually succeeded within the SLO, retries included; "+
+		"pK reject: the attempts of priority K the policy refused; "+
+		"inversions: refusals within a tenth of a control interval of admitting lower-priority work, of all attempts.\n\n",
+		strings.Join(offered, ", "))
+	head := []string{"policy"}
+	for _, p := range prios {
+		head = append(head, fmt.Sprintf("p%d success %%", p), fmt.Sprintf("p%d reject %%", p))
+	}
+	head = append(head, "inversions %")
+	mdRow(w, head...)
+	mdAlign(w, "l"+strings.Repeat("r", len(head)-1))
+	for j, r := range results {
+		if r == nil {
+			continue
+		}
+		row := []string{pols[j].Name}
+		for _, p := range prios {
+			i := slices.IndexFunc(r.PerPriority, func(pr sim.PriorityResult) bool { return pr.Priority == p })
+			if i < 0 {
+				row = append(row, "-", "-")
+				continue
+			}
+			pr := r.PerPriority[i]
+			row = append(row, fmt.Sprintf("%.1f", 100*pr.SuccessRatio), fmt.Sprintf("%.1f", 100*pr.RejectRatio))
+		}
+		row = append(row, fmt.Sprintf("%.2f", 100*r.InversionRatio))
+		mdRow(w, row...)
+	}
+	fmt.Fprintln(w)
+}
+
+// classPriorities returns the distinct priorities of the scenario's
+// classes, most important first.
+func classPriorities(s sim.Scenario) []int {
+	var ps []int
+	for _, c := range s.Classes {
+		ps = append(ps, c.Priority)
+	}
+	slices.Sort(ps)
+	return slices.Compact(ps)
+}
+
+// priorityName is "0 critical_plus" for priority 0, and so on.
+func priorityName(p int) string {
+	return fmt.Sprintf("%d %s", p, shed.Priority(p))
 }
 
 func howToRead(s sim.Scenario, ref *sim.Result) string {
 	var b strings.Builder
-	b.WriteString("How to read the figure: the three panels share the time axis (seconds); ")
+	if len(s.Classes) > 1 {
+		b.WriteString("How to read the figure: the four panels share the time axis (seconds); ")
+	} else {
+		b.WriteString("How to read the figure: the three panels share the time axis (seconds); ")
+	}
 	if s.Warmup > 0 {
 		b.WriteString("the grey band is the warm-up, ")
 	}
@@ -251,13 +310,26 @@ func howToRead(s sim.Scenario, ref *sim.Result) string {
 	}
 	b.WriteString("and each policy keeps its colour in every panel. ")
 	b.WriteString("Top: requests in flight (solid) and the policy's concurrency limit (dashed; `none` has no limit). ")
-	fmt.Fprintf(&b, "Middle: p99 latency of the requests completed in each %s interval (one dot per interval) against the SLO (black dashed, %g ms); "+
+	second, third := "Middle", "Bottom"
+	if len(s.Classes) > 1 {
+		second, third = "Second", "Third"
+	}
+	fmt.Fprintf(&b, "%s: p99 latency of the requests completed in each %s interval (one dot per interval) against the SLO (black dashed, %g ms); "+
 		"values above %g ms (%d× SLO) are drawn at the top edge. ",
-		fmtSeconds(seriesInterval(s, ref)), ref.SLOms, p99CapFactor*ref.SLOms, p99CapFactor)
-	b.WriteString("Bottom: goodput, the completions within the SLO per second (solid, upwards), and rejections per second " +
+		second, fmtSeconds(seriesInterval(s, ref)), ref.SLOms, p99CapFactor*ref.SLOms, p99CapFactor)
+	b.WriteString(third + ": goodput, the completions within the SLO per second (solid, upwards), and rejections per second " +
 		"(dotted, drawn downwards from zero so they never hide goodput), against the server's capacity (black dashed) " +
-		"and the offered load (grey). " +
-		"A policy that holds up keeps goodput close to the lesser of offered load and capacity and p99 under the SLO, " +
+		"and the offered load (grey). ")
+	if len(s.Classes) > 1 {
+		fmt.Fprintf(&b, "Bottom: for each priority (one line style each, named in the key; 0 is the most important), "+
+			"the share of its attempts that succeeded within the SLO, pooled over %s windows; "+
+			"a priority shedder keeps the important lines near 100%% and sheds from the least important up; "+
+			"a line below 100%% while the offered load is under capacity means work refused that the server could have taken, "+
+			"or a priority whose requests are too slow for the SLO; a line that stops: no attempts of that priority reached the server "+
+			"(the clients' throttle refused them all locally). ",
+			fmtSeconds(max(1, successWindow/seriesInterval(s, ref))*seriesInterval(s, ref)))
+	}
+	b.WriteString("A policy that holds up keeps goodput close to the lesser of offered load and capacity and p99 under the SLO, " +
 		"rejecting only the excess; a collapse shows as in-flight climbing, p99 pinned at the top and goodput falling towards zero.")
 	return b.String()
 }
@@ -416,8 +488,10 @@ const p99CapFactor = 5 // the p99 panel is clipped at this multiple of the SLO
 // Figure geometry.
 var (
 	figW      = 10 * vg.Inch
-	figH      = 11 * vg.Inch
+	figH      = 11 * vg.Inch // three panels
+	prioH     = 3 * vg.Inch  // the fourth panel, with several priorities
 	headerH   = 1.25 * vg.Inch
+	keyRowH   = vg.Points(20) // a row of the key
 	figDPI    = 110
 	colorGrey = color.Gray{Y: 140}
 	colorBand = color.Gray{Y: 235}
@@ -454,9 +528,13 @@ func textStyle(size vg.Length) text.Style {
 // writeFigure draws the scenario's figure and writes it as NAME.svg and
 // NAME.png.
 func writeFigure(dir string, s sim.Scenario, pols []sim.PolicySpec, results []*sim.Result) error {
-	svg := vgsvg.New(figW, figH)
+	h := figH
+	if len(s.Classes) > 1 {
+		h += prioH + keyRowH
+	}
+	svg := vgsvg.New(figW, h)
 	drawFigure(draw.New(svg), s, pols, results)
-	png := vgimg.NewWith(vgimg.UseWH(figW, figH), vgimg.UseDPI(figDPI))
+	png := vgimg.NewWith(vgimg.UseWH(figW, h), vgimg.UseDPI(figDPI))
 	drawFigure(draw.New(png), s, pols, results)
 	for _, f := range []struct {
 		ext string
@@ -508,10 +586,19 @@ func drawFigure(dc draw.Canvas, s sim.Scenario, pols []sim.PolicySpec, results [
 		dc.FillText(desc, vg.Point{X: tx, Y: y}, line)
 		y -= vg.Points(14)
 	}
-	drawKey(dc, min(y, dc.Max.Y-vg.Points(30))-vg.Points(10), ss)
+	var prios []int
+	header := headerH
+	if len(s.Classes) > 1 {
+		prios = classPriorities(s)
+		header += keyRowH
+	}
+	drawKey(dc, min(y, dc.Max.Y-vg.Points(30))-vg.Points(10), ss, prios)
 
-	body := draw.Crop(dc, 0, 0, 0, -headerH)
+	body := draw.Crop(dc, 0, 0, 0, -header)
 	panels := [][]*plot.Plot{{concurrencyPanel(s, ss)}, {latencyPanel(s, ss)}, {ratePanel(s, ss)}}
+	if len(prios) > 0 {
+		panels = append(panels, []*plot.Plot{prioPanel(s, ss, prios)})
+	}
 	for i, row := range panels {
 		p := row[0]
 		p.X.Min, p.X.Max = 0, xmax
@@ -521,7 +608,7 @@ func drawFigure(dc draw.Canvas, s sim.Scenario, pols []sim.PolicySpec, results [
 			p.X.Label.Text = "time (s)"
 		}
 	}
-	tiles := draw.Tiles{Rows: 3, Cols: 1, PadY: vg.Points(10), PadLeft: vg.Points(8), PadRight: vg.Points(18), PadBottom: vg.Points(6)}
+	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadY: vg.Points(10), PadLeft: vg.Points(8), PadRight: vg.Points(18), PadBottom: vg.Points(6)}
 	cs := plot.Align(panels, tiles, body)
 	for i := range panels {
 		panels[i][0].Draw(cs[i][0])
@@ -546,9 +633,10 @@ func wrap(st text.Style, txt string, w vg.Length) []string {
 	return append(lines, line)
 }
 
-// drawKey draws the legend shared by the three panels: a colour per policy
-// and what each line style means.
-func drawKey(dc draw.Canvas, y vg.Length, ss []series) {
+// drawKey draws the legend shared by the panels: a colour per policy and
+// what each line style means; with prios, a row for the line style of each
+// priority in the success panel.
+func drawKey(dc draw.Canvas, y vg.Length, ss []series, prios []int) {
 	st := textStyle(11)
 	x := dc.Min.X + vg.Points(14)
 	sw := vg.Points(26)
@@ -561,7 +649,7 @@ func drawKey(dc draw.Canvas, y vg.Length, ss []series) {
 	for _, s := range ss {
 		item(draw.LineStyle{Color: s.color, Width: vg.Points(2.5)}, s.name)
 	}
-	y -= vg.Points(20)
+	y -= keyRowH
 	x = dc.Min.X + vg.Points(14)
 	black := color.Black
 	item(draw.LineStyle{Color: black, Width: vg.Points(1.5)}, "in flight / goodput")
@@ -573,6 +661,30 @@ func drawKey(dc draw.Canvas, y vg.Length, ss []series) {
 		{X: x + sw, Y: y + vg.Points(6)}, {X: x, Y: y + vg.Points(6)}})
 	x += sw + vg.Points(5)
 	dc.FillText(st, vg.Point{X: x, Y: y}, "warm-up")
+	if len(prios) == 0 {
+		return
+	}
+	y -= keyRowH
+	x = dc.Min.X + vg.Points(14)
+	lead := "success by priority (bottom panel):"
+	dc.FillText(st, vg.Point{X: x, Y: y}, lead)
+	x += st.Width(lead) + vg.Points(10)
+	for _, p := range prios {
+		item(prioStyle(p, black), priorityName(p))
+	}
+}
+
+// prioDashes gives each priority its line style in the success panel:
+// solid for 0, the most important, then ever sparser dashes.
+var prioDashes = [sim.MaxPriorities][]vg.Length{
+	nil,
+	{vg.Points(7), vg.Points(3)},
+	{vg.Points(2), vg.Points(2.5)},
+	{vg.Points(7), vg.Points(2.5), vg.Points(1.5), vg.Points(2.5)},
+}
+
+func prioStyle(p int, c color.Color) draw.LineStyle {
+	return draw.LineStyle{Color: c, Width: vg.Points(1.5), Dashes: prioDashes[p%len(prioDashes)]}
 }
 
 // newPanel makes a panel with the warm-up band and a grid underneath what
@@ -733,6 +845,49 @@ func ratePanel(s sim.Scenario, ss []series) *plot.Plot {
 	p.Y.Min, p.Y.Max = -max(bottom, 0.1*top)*1.1, top*1.1
 	p.Add(corner{"goodput, offered", true}, corner{"rejections", false})
 	return p
+}
+
+// successWindow is the span over which prioPanel pools an interval with its
+// neighbours: a priority with a tenth of the traffic has only a few dozen
+// attempts per 100 ms interval.
+const successWindow = time.Second
+
+// prioPanel: per policy (colour) and priority (line style), the success
+// of the priority's attempts: goodput ÷ attempts over a centred window of
+// successWindow, in percent.
+func prioPanel(s sim.Scenario, ss []series, prios []int) *plot.Plot {
+	iv := seriesInterval(s, ss[0].r)
+	w := max(1, int(successWindow/iv))
+	p := newPanel(s, fmt.Sprintf("success by priority: goodput ÷ attempts (retries included), %s windows; "+
+		"priorities by line style", fmtSeconds(time.Duration(w)*iv)), "success %")
+	for _, sr := range ss {
+		for _, q := range prios {
+			addLine(p, prioSuccess(sr.r.Series, q, w), prioStyle(q, sr.color))
+		}
+	}
+	p.Y.Min, p.Y.Max = 0, 105
+	return p
+}
+
+// prioSuccess is priority q's success in percent at each point of pts:
+// goodput ÷ attempts summed over the w points around it (from i−w/2, cut
+// at the ends). Points without attempts in their window are left out.
+func prioSuccess(pts []sim.Point, q, w int) plotter.XYs {
+	var xy plotter.XYs
+	for i, pt := range pts {
+		lo, hi := max(0, i-w/2), min(len(pts), i-w/2+w)
+		var good, off float64
+		for _, o := range pts[lo:hi] {
+			good += o.Prio[q].Goodput
+			off += o.Prio[q].Offered
+		}
+		if off > 0 {
+			// Goodput lags the attempts it answers: clip the overshoot of
+			// a window with more completions than attempts.
+			xy = append(xy, plotter.XY{X: pt.T.Seconds(), Y: min(100*good/off, 100)})
+		}
+	}
+	return xy
 }
 
 // capacitySteps is the server's capacity over time: nominal, divided by the

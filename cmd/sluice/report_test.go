@@ -3,11 +3,17 @@ package main
 import (
 	"bytes"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
 
 	"github.com/sluicehq/sluice/sim"
 )
@@ -33,6 +39,10 @@ func TestSimOut(t *testing.T) {
 		}
 	}
 
+	// One class: neither the per-priority table nor the success panel.
+	if bytes.Contains(md, []byte("p1 success %")) {
+		t.Errorf("report.md has a per-priority table for a one-class scenario:\n%s", md)
+	}
 	for _, name := range []string{"step-2x.png", "step-2x.svg"} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
@@ -50,13 +60,22 @@ func TestSimOut(t *testing.T) {
 			if r := img.Bounds(); r.Dx() < 500 || r.Dy() < 500 {
 				t.Errorf("%s is %v, want a readable size", name, r)
 			}
+			if got, want := img.Bounds().Dy(), pixels(figH); got != want {
+				t.Errorf("%s is %d px high, want %d (three panels)", name, got, want)
+			}
 		case ".svg":
 			if !bytes.Contains(b, []byte("<svg")) {
 				t.Errorf("%s is not an SVG", name)
 			}
+			if bytes.Contains(b, []byte("success by priority")) {
+				t.Errorf("%s has the per-priority panel, but the scenario has one class", name)
+			}
 		}
 	}
 }
+
+// pixels is the height of length l in the PNG figures.
+func pixels(l vg.Length) int { return int(math.Ceil(float64(l/vg.Inch) * float64(figDPI))) }
 
 // TestReportDeterministic draws the same short run twice: report.md and the
 // figures must be byte-identical.
@@ -101,8 +120,85 @@ func TestReportDeterministic(t *testing.T) {
 			t.Errorf("%s differs between two identical runs", name)
 		}
 	}
+	// Two classes, priorities 0 and 2: the per-priority table (a row per
+	// policy) and the fourth panel with its key.
 	md, _ := os.ReadFile(filepath.Join(dirs[0], "report.md"))
-	if !bytes.Contains(md, []byte("| none | 0 |")) || !bytes.Contains(md, []byte("| aimd | 2 |")) {
-		t.Errorf("report.md lacks the per-priority rows:\n%s", md)
+	wantMD := []string{
+		"| policy | p0 success % | p0 reject % | p2 success % | p2 reject % | inversions % |",
+		"offered requests: 0 critical_plus ",
+		", 2 sheddable_plus ",
+		"the four panels share the time axis",
+		"Bottom: for each priority",
+	}
+	for _, p := range pols {
+		wantMD = append(wantMD, "| "+p.Name+" | ")
+	}
+	for _, want := range wantMD {
+		if !bytes.Contains(md, []byte(want)) {
+			t.Errorf("report.md lacks %q:\n%s", want, md)
+		}
+	}
+	// none's row: five numbers (success and reject % of two priorities,
+	// inversions %).
+	var row []string
+	for line := range strings.Lines(string(md)) {
+		cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
+		if len(cells) == 6 && strings.TrimSpace(cells[0]) == "none" {
+			row = cells[1:]
+		}
+	}
+	if row == nil {
+		t.Errorf("report.md has no per-priority row for none:\n%s", md)
+	}
+	for _, c := range row {
+		if _, err := strconv.ParseFloat(strings.TrimSpace(c), 64); err != nil {
+			t.Errorf("per-priority row of none: cell %q is not a number", c)
+		}
+	}
+	svg, _ := os.ReadFile(filepath.Join(dirs[0], "tiny.svg"))
+	for _, want := range []string{"success by priority: goodput", "success by priority (bottom panel):",
+		">0 critical_plus<", ">2 sheddable_plus<", ">success %<"} {
+		if !bytes.Contains(svg, []byte(want)) {
+			t.Errorf("tiny.svg lacks %q", want)
+		}
+	}
+	if bytes.Contains(svg, []byte(">1 critical<")) {
+		t.Error("tiny.svg has a key for priority 1, which no class has")
+	}
+	pngb, _ := os.ReadFile(filepath.Join(dirs[0], "tiny.png"))
+	img, err := png.Decode(bytes.NewReader(pngb))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := img.Bounds().Dy(), pixels(figH+prioH+keyRowH); got != want {
+		t.Errorf("tiny.png is %d px high, want %d (four panels)", got, want)
+	}
+}
+
+// TestPrioSuccess: goodput ÷ attempts of one priority, pooled over a window
+// of points around each, clipped at 100%, without points that have no
+// attempts in their window.
+func TestPrioSuccess(t *testing.T) {
+	pt := func(sec int, off, good float64) sim.Point {
+		var p sim.Point
+		p.T = time.Duration(sec) * time.Second
+		p.Prio[2] = sim.PrioPoint{Offered: off, Goodput: good}
+		p.Prio[0] = sim.PrioPoint{Offered: 1000, Goodput: 1000} // not priority 2's
+		return p
+	}
+	pts := []sim.Point{pt(1, 10, 10), pt(2, 10, 0), pt(3, 0, 30), pt(4, 0, 0), pt(5, 0, 0)}
+	got := prioSuccess(pts, 2, 1)
+	want := plotter.XYs{{X: 1, Y: 100}, {X: 2, Y: 0}}
+	if !slices.Equal(got, want) {
+		t.Errorf("window 1: %v, want %v", got, want)
+	}
+	// Window 2: points i−1 and i; the first has only itself.
+	got = prioSuccess(pts, 2, 2)
+	want = plotter.XYs{{X: 1, Y: 100}, {X: 2, Y: 50}, {X: 3, Y: 100}} // 30/10 clipped
+	if !slices.Equal(got, want) {
+		t.Errorf("window 2: %v, want %v", got, want)
+	}
+	if got := prioSuccess(pts, 1, 3); len(got) != 0 {
+		t.Errorf("priority without attempts: %v, want no points", got)
 	}
 }

@@ -1,0 +1,93 @@
+package sim
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// TestPrioSeriesCounts: each interval splits attempts, rejections and
+// goodput by the request's priority, per second like the totals.
+func TestPrioSeriesCounts(t *testing.T) {
+	var m metricsAcc
+	m.init(&Scenario{Interval: 100 * time.Millisecond, SLO: 50 * time.Millisecond, Users: 1}, 1)
+	send := func(prio int, refused, good bool) {
+		r := &request{prio: prio, counted: true}
+		m.attempt(r)
+		switch {
+		case refused:
+			m.reject(r)
+		case good:
+			m.complete(r, int64(10*time.Millisecond), true, true)
+		default: // too slow
+			m.complete(r, int64(80*time.Millisecond), true, false)
+		}
+	}
+	send(0, false, true)
+	send(0, false, true)
+	send(1, false, false)
+	send(3, true, false)
+	send(3, true, false)
+	send(3, false, true)
+	m.roll(10, 2)
+	send(2, true, false)
+	m.roll(10, 0)
+
+	if len(m.series) != 2 {
+		t.Fatalf("%d points, want 2", len(m.series))
+	}
+	// ×10: 100 ms intervals, per second.
+	want := [2][MaxPriorities]PrioPoint{
+		{{Offered: 20, Goodput: 20}, {Offered: 10}, {}, {Offered: 30, Goodput: 10, Rejected: 20}},
+		{{}, {}, {Offered: 10, Rejected: 10}, {}},
+	}
+	for i, p := range m.series {
+		if p.Prio != want[i] {
+			t.Errorf("interval %d: Prio = %+v, want %+v", i, p.Prio, want[i])
+		}
+	}
+}
+
+// TestPrioSeriesSumsToTotals runs a two-class scenario under the shedder:
+// every interval's per-priority figures add up to its totals, and the
+// priorities no class has stay at zero.
+func TestPrioSeriesSumsToTotals(t *testing.T) {
+	sc := short(scenario(t, "dependency-spike"), 0.1)
+	pol, err := FindPolicies(ExtraPolicies(), []string{"shed-gradient"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(sc, pol[0], 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[int]bool{}
+	for _, c := range sc.Classes {
+		used[c.Priority] = true
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*max(1, math.Abs(b)) }
+	var offered, rejected [MaxPriorities]float64
+	for _, pt := range r.Series {
+		var o, g, rj float64
+		for p, pp := range pt.Prio {
+			if !used[p] && pp != (PrioPoint{}) {
+				t.Fatalf("t=%v: priority %d has no class but %+v", pt.T, p, pp)
+			}
+			o, g, rj = o+pp.Offered, g+pp.Goodput, rj+pp.Rejected
+			offered[p] += pp.Offered
+			rejected[p] += pp.Rejected
+		}
+		if !near(o, pt.Offered) || !near(g, pt.Goodput) || !near(rj, pt.Rejected) {
+			t.Fatalf("t=%v: per-priority sums offered %v goodput %v rejected %v, totals %v %v %v",
+				pt.T, o, g, rj, pt.Offered, pt.Goodput, pt.Rejected)
+		}
+	}
+	for p := range used {
+		if offered[p] == 0 {
+			t.Errorf("priority %d: no attempts in the series", p)
+		}
+	}
+	if rejected[1]+rejected[3] == 0 {
+		t.Error("the shedder rejected nothing: the test no longer exercises Rejected")
+	}
+}
