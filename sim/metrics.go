@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -45,9 +46,25 @@ type PriorityResult struct {
 
 // TargetResult is one target's verdict.
 type TargetResult struct {
-	Target string  `json:"target"`
-	Value  float64 `json:"value"`
-	Pass   bool    `json:"pass"`
+	Target string `json:"target"`
+	// Value is the measured value; +Inf for a settling time that never came
+	// (encoded in JSON as null, which JSON has for no number).
+	Value float64 `json:"value"`
+	Pass  bool    `json:"pass"`
+}
+
+// MarshalJSON encodes the verdict, with an infinite or undefined Value as
+// null: encoding/json refuses them.
+func (t TargetResult) MarshalJSON() ([]byte, error) {
+	type plain TargetResult
+	if math.IsInf(t.Value, 0) || math.IsNaN(t.Value) {
+		return json.Marshal(struct {
+			Target string   `json:"target"`
+			Value  *float64 `json:"value"`
+			Pass   bool     `json:"pass"`
+		}{t.Target, nil, t.Pass})
+	}
+	return json.Marshal(plain(t))
 }
 
 // Result is what one run of a scenario under a policy measured. Summary

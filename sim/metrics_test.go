@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
 	"time"
@@ -89,5 +90,17 @@ func TestPrioSeriesSumsToTotals(t *testing.T) {
 	}
 	if rejected[1]+rejected[3] == 0 {
 		t.Error("the shedder rejected nothing: the test no longer exercises Rejected")
+	}
+}
+
+// TestTargetResultJSON: a settling time that never came (+Inf) encodes as
+// null instead of failing the whole -json output.
+func TestTargetResultJSON(t *testing.T) {
+	b, err := json.Marshal([]TargetResult{{Target: "settle_intervals ≤ 10", Value: math.Inf(1)}, {Target: "x", Value: 0.5, Pass: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `[{"target":"settle_intervals ≤ 10","value":null,"pass":false},{"target":"x","value":0.5,"pass":true}]`; string(b) != want {
+		t.Fatalf("got %s, want %s", b, want)
 	}
 }
