@@ -184,3 +184,44 @@ type ShedBase struct{}
 
 // ShedDecision does nothing.
 func (ShedBase) ShedDecision(ShedDecision, string) {}
+
+// RateOutcome is a rate-limit decision as a metric label: admitted, refused,
+// or admitted in shadow mode although the limit would have refused it.
+type RateOutcome uint8
+
+// The outcomes of a rate-limit decision.
+const (
+	RateAllowed RateOutcome = iota
+	RateRefused
+	RateShadowRefused
+)
+
+var rateOutcomeNames = [...]string{"allowed", "refused", "shadow_refused"}
+
+// String returns the outcome's name in snake case, fit for a metric label.
+func (o RateOutcome) String() string {
+	if int(o) < len(rateOutcomeNames) {
+		return rateOutcomeNames[o]
+	}
+	return "unknown"
+}
+
+// Outcome returns the decision's outcome label.
+func (d RateDecision) Outcome() RateOutcome {
+	switch {
+	case d.Shadowed:
+		return RateShadowRefused
+	case !d.Allowed:
+		return RateRefused
+	}
+	return RateAllowed
+}
+
+// The number of values of each kind of event, for adapters that keep one
+// metric per value in an array. They grow when a value is added.
+const (
+	GateDecisions = int(Canceled) + 1
+	GateReleases  = int(Ignored) + 1
+	ShedDecisions = int(ShedGateFull) + 1
+	RateOutcomes  = int(RateShadowRefused) + 1
+)

@@ -90,23 +90,6 @@ func WithSample(newSample func() gm.Sample) Option {
 	return func(c *config) { c.sample = newSample }
 }
 
-// The number of gate decisions, release kinds and shed decisions metrics
-// defines today.
-const (
-	gateDecisions = int(metrics.Canceled) + 1
-	gateReleases  = int(metrics.Ignored) + 1
-	shedDecisions = int(metrics.ShedGateFull) + 1
-)
-
-// The outcomes of a rate-limit decision, in the order of rateOutcomes.
-const (
-	rateAllowed = iota
-	rateRefused
-	rateShadowRefused
-)
-
-var rateOutcomes = [...]string{"allowed", "refused", "shadow_refused"}
-
 // Metrics reports the events of sluice's guards to a go-metrics registry. It
 // implements metrics.GateObserver, metrics.RateObserver and
 // metrics.ShedObserver; its methods are safe for concurrent use. Build it
@@ -119,14 +102,14 @@ type Metrics struct {
 	shedder atomic.Pointer[shed.Shedder]
 
 	rtt      gm.Histogram
-	release  [gateReleases]gm.Counter
+	release  [metrics.GateReleases]gm.Counter
 	up, down gm.Counter
 
-	partitions memo.Memo[[gateDecisions]gm.Counter]
-	limiters   memo.Memo[[len(rateOutcomes)]gm.Counter]
+	partitions memo.Memo[[metrics.GateDecisions]gm.Counter]
+	limiters   memo.Memo[[metrics.RateOutcomes]gm.Counter]
 	leases     memo.Memo[gm.Counter]
 	degraded   memo.Memo[gm.Counter]
-	priorities memo.Memo[[shedDecisions]gm.Counter]
+	priorities memo.Memo[[metrics.ShedDecisions]gm.Counter]
 }
 
 var (
@@ -188,17 +171,17 @@ func New(reg gm.Registry, opts ...Option) (*Metrics, error) {
 			return nil, fmt.Errorf("sluice/gometrics: registering %s: %w", m.prefix+f.name, err)
 		}
 	}
-	m.partitions.New = func(p string) *[gateDecisions]gm.Counter {
-		var c [gateDecisions]gm.Counter
+	m.partitions.New = func(p string) *[metrics.GateDecisions]gm.Counter {
+		var c [metrics.GateDecisions]gm.Counter
 		for d := range c {
 			c[d] = m.counter("sluice.gate.decisions", p, metrics.GateDecision(d).String())
 		}
 		return &c
 	}
-	m.limiters.New = func(l string) *[len(rateOutcomes)]gm.Counter {
-		var c [len(rateOutcomes)]gm.Counter
+	m.limiters.New = func(l string) *[metrics.RateOutcomes]gm.Counter {
+		var c [metrics.RateOutcomes]gm.Counter
 		for o := range c {
-			c[o] = m.counter("sluice.ratelimit.decisions", l, rateOutcomes[o])
+			c[o] = m.counter("sluice.ratelimit.decisions", l, metrics.RateOutcome(o).String())
 		}
 		return &c
 	}
@@ -210,8 +193,8 @@ func New(reg gm.Registry, opts ...Option) (*Metrics, error) {
 		c := m.counter("sluice.ratelimit.degraded", l)
 		return &c
 	}
-	m.priorities.New = func(p string) *[shedDecisions]gm.Counter {
-		var c [shedDecisions]gm.Counter
+	m.priorities.New = func(p string) *[metrics.ShedDecisions]gm.Counter {
+		var c [metrics.ShedDecisions]gm.Counter
 		for d := range c {
 			c[d] = m.counter("sluice.shed.decisions", p, metrics.ShedDecision(d).String())
 		}
@@ -267,7 +250,7 @@ func (m *Metrics) AttachShedder(s *shed.Shedder) { m.shedder.Store(s) }
 // GateDecision counts an acquisition in
 // sluice.gate.decisions.<partition>.<outcome>.
 func (m *Metrics) GateDecision(d metrics.GateDecision, partition string, _ time.Duration) {
-	if int(d) < gateDecisions {
+	if int(d) < metrics.GateDecisions {
 		m.partitions.Get(partition)[d].Inc(1)
 		return
 	}
@@ -277,7 +260,7 @@ func (m *Metrics) GateDecision(d metrics.GateDecision, partition string, _ time.
 // GateRelease counts a release in sluice.gate.releases.<kind> and, for
 // Success, records its round-trip time in sluice.gate.rtt_ns.
 func (m *Metrics) GateRelease(r metrics.GateRelease, rtt time.Duration) {
-	if int(r) < gateReleases {
+	if int(r) < metrics.GateReleases {
 		m.release[r].Inc(1)
 	} else {
 		m.counter("sluice.gate.releases", r.String()).Inc(1)
@@ -301,13 +284,7 @@ func (m *Metrics) GateLimit(old, new int) {
 // RateDecision counts a decision in
 // sluice.ratelimit.decisions.<limiter>.<outcome>.
 func (m *Metrics) RateDecision(limiter string, d metrics.RateDecision) {
-	o := rateAllowed
-	switch {
-	case d.Shadowed:
-		o = rateShadowRefused
-	case !d.Allowed:
-		o = rateRefused
-	}
+	o := d.Outcome()
 	m.limiters.Get(limiter)[o].Inc(1)
 	if d.Degraded {
 		(*m.degraded.Get(limiter)).Inc(1)
@@ -323,7 +300,7 @@ func (m *Metrics) LeaseExpired(limiter string) {
 // ShedDecision counts a decision in
 // sluice.shed.decisions.<priority>.<outcome>.
 func (m *Metrics) ShedDecision(d metrics.ShedDecision, priority string) {
-	if int(d) < shedDecisions {
+	if int(d) < metrics.ShedDecisions {
 		m.priorities.Get(priority)[d].Inc(1)
 		return
 	}

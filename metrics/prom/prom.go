@@ -94,22 +94,6 @@ func WithRTTBuckets(b []float64) Option {
 	return func(c *config) { c.buckets = slices.Clone(b) }
 }
 
-// The number of gate decisions and release kinds metrics defines today.
-const (
-	gateDecisions = int(metrics.Canceled) + 1
-	gateReleases  = int(metrics.Ignored) + 1
-	shedDecisions = int(metrics.ShedGateFull) + 1
-)
-
-// The outcomes of a rate-limit decision, in the order of rateOutcomes.
-const (
-	rateAllowed = iota
-	rateRefused
-	rateShadowRefused
-)
-
-var rateOutcomes = [...]string{"allowed", "refused", "shadow_refused"}
-
 // Metrics reports the events of sluice's guards to Prometheus. It
 // implements metrics.GateObserver, metrics.RateObserver and
 // metrics.ShedObserver; its methods are safe for concurrent use and, for
@@ -129,14 +113,14 @@ type Metrics struct {
 	degraded     *prometheus.CounterVec
 	shedDecision *prometheus.CounterVec
 
-	release  [gateReleases]prometheus.Counter
+	release  [metrics.GateReleases]prometheus.Counter
 	up, down prometheus.Counter
 
-	partitions memo.Memo[[gateDecisions]prometheus.Counter]
-	limiters   memo.Memo[[len(rateOutcomes)]prometheus.Counter]
+	partitions memo.Memo[[metrics.GateDecisions]prometheus.Counter]
+	limiters   memo.Memo[[metrics.RateOutcomes]prometheus.Counter]
 	leases     memo.Memo[prometheus.Counter]
 	degradedBy memo.Memo[prometheus.Counter]
-	priorities memo.Memo[[shedDecisions]prometheus.Counter]
+	priorities memo.Memo[[metrics.ShedDecisions]prometheus.Counter]
 }
 
 var (
@@ -197,22 +181,22 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		return nil, fmt.Errorf("sluice/prom: registering the metrics: %w", err)
 	}
 	// Children exist only once registration has proved the labels valid.
-	for r := range gateReleases {
+	for r := range metrics.GateReleases {
 		m.release[r] = m.releases.WithLabelValues(metrics.GateRelease(r).String())
 	}
 	m.up = m.limitChanges.WithLabelValues("up")
 	m.down = m.limitChanges.WithLabelValues("down")
-	m.partitions.New = func(p string) *[gateDecisions]prometheus.Counter {
-		var c [gateDecisions]prometheus.Counter
+	m.partitions.New = func(p string) *[metrics.GateDecisions]prometheus.Counter {
+		var c [metrics.GateDecisions]prometheus.Counter
 		for d := range c {
 			c[d] = m.gateDecision.WithLabelValues(p, metrics.GateDecision(d).String())
 		}
 		return &c
 	}
-	m.limiters.New = func(l string) *[len(rateOutcomes)]prometheus.Counter {
-		var c [len(rateOutcomes)]prometheus.Counter
+	m.limiters.New = func(l string) *[metrics.RateOutcomes]prometheus.Counter {
+		var c [metrics.RateOutcomes]prometheus.Counter
 		for o := range c {
-			c[o] = m.rateDecision.WithLabelValues(l, rateOutcomes[o])
+			c[o] = m.rateDecision.WithLabelValues(l, metrics.RateOutcome(o).String())
 		}
 		return &c
 	}
@@ -224,8 +208,8 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		c := m.degraded.WithLabelValues(l)
 		return &c
 	}
-	m.priorities.New = func(p string) *[shedDecisions]prometheus.Counter {
-		var c [shedDecisions]prometheus.Counter
+	m.priorities.New = func(p string) *[metrics.ShedDecisions]prometheus.Counter {
+		var c [metrics.ShedDecisions]prometheus.Counter
 		for d := range c {
 			c[d] = m.shedDecision.WithLabelValues(p, metrics.ShedDecision(d).String())
 		}
@@ -247,7 +231,7 @@ func (m *Metrics) AttachShedder(s *shed.Shedder) { m.shedder.Store(s) }
 
 // GateDecision counts an acquisition in sluice_gate_decisions_total.
 func (m *Metrics) GateDecision(d metrics.GateDecision, partition string, _ time.Duration) {
-	if int(d) < gateDecisions {
+	if int(d) < metrics.GateDecisions {
 		m.partitions.Get(partition)[d].Inc()
 		return
 	}
@@ -257,7 +241,7 @@ func (m *Metrics) GateDecision(d metrics.GateDecision, partition string, _ time.
 // GateRelease counts a release in sluice_gate_releases_total and, for
 // Success, observes its round-trip time in sluice_gate_rtt_seconds.
 func (m *Metrics) GateRelease(r metrics.GateRelease, rtt time.Duration) {
-	if int(r) < gateReleases {
+	if int(r) < metrics.GateReleases {
 		m.release[r].Inc()
 	} else {
 		m.releases.WithLabelValues(r.String()).Inc()
@@ -281,13 +265,7 @@ func (m *Metrics) GateLimit(old, new int) {
 // in sluice_ratelimit_degraded_total when a failed store's failure policy
 // made it.
 func (m *Metrics) RateDecision(limiter string, d metrics.RateDecision) {
-	o := rateAllowed
-	switch {
-	case d.Shadowed:
-		o = rateShadowRefused
-	case !d.Allowed:
-		o = rateRefused
-	}
+	o := d.Outcome()
 	m.limiters.Get(limiter)[o].Inc()
 	if d.Degraded {
 		(*m.degradedBy.Get(limiter)).Inc()
@@ -302,7 +280,7 @@ func (m *Metrics) LeaseExpired(limiter string) {
 
 // ShedDecision counts a decision in sluice_shed_decisions_total.
 func (m *Metrics) ShedDecision(d metrics.ShedDecision, priority string) {
-	if int(d) < shedDecisions {
+	if int(d) < metrics.ShedDecisions {
 		m.priorities.Get(priority)[d].Inc()
 		return
 	}
