@@ -308,12 +308,7 @@ func renderCPU(w io.Writer, res *results) {
 	}
 	fmt.Fprintf(w, "**CPU per decision, whole processes**, µs: the benchmark process (getrusage: the limiter, go-redis, the kernel's loopback TCP) / the redis-server process (INFO cpu, user + sys: also reading, parsing and answering); median of %d runs.\n\n",
 		res.runCount("redis"))
-	head := []string{"implementation"}
-	for _, c := range cells {
-		head = append(head, cellTitle[c])
-	}
-	row(w, head...)
-	fmt.Fprintf(w, "|---%s|\n", strings.Repeat("|--:", len(cells)))
+	cellsHeader(w)
 	for _, impl := range res.rows {
 		cols := []string{impl}
 		for _, c := range cells {
@@ -327,12 +322,7 @@ func renderCPU(w io.Writer, res *results) {
 
 func renderAllocs(w io.Writer, res *results) {
 	fmt.Fprintf(w, "**Client allocations per decision** (bytes per decision), -benchmem, median. The parallel cells include the harness's goroutines, a few per thousand decisions.\n\n")
-	head := []string{"implementation"}
-	for _, c := range cells {
-		head = append(head, cellTitle[c])
-	}
-	row(w, head...)
-	fmt.Fprintf(w, "|---%s|\n", strings.Repeat("|--:", len(cells)))
+	cellsHeader(w)
 	for _, impl := range res.rows {
 		cols := []string{impl}
 		for _, c := range cells {
@@ -355,12 +345,7 @@ func renderAllocs(w io.Writer, res *results) {
 func renderThroughput(w io.Writer, res *results, cfg config) {
 	fmt.Fprintf(w, "**Throughput**, decisions per second (1e9 ÷ ns/op), median of %d runs; in parentheses, the row ÷ %s in the same run: median of the runs' ratios [lowest–highest], ✓ when the median is ≥ %g. Decisions that returned an error (sluice's 100 ms timeout on a busy machine) are shown where a run had any.\n\n",
 		res.runCount("redis"), cfg.ref, cfg.minSpeed)
-	head := []string{"implementation"}
-	for _, c := range cells {
-		head = append(head, cellTitle[c])
-	}
-	row(w, head...)
-	fmt.Fprintf(w, "|---%s|\n", strings.Repeat("|--:", len(cells)))
+	cellsHeader(w)
 	for _, impl := range res.rows {
 		cols := []string{impl}
 		for _, c := range cells {
@@ -430,4 +415,14 @@ func renderFlood(w io.Writer, res *results, cfg config) {
 			num(res.median(k, "dec/s")))
 	}
 	fmt.Fprintln(w)
+}
+
+// cellsHeader prints the header of a table with one column per cell.
+func cellsHeader(w io.Writer) {
+	head := []string{"implementation"}
+	for _, c := range cells {
+		head = append(head, cellTitle[c])
+	}
+	row(w, head...)
+	fmt.Fprintf(w, "|---%s|\n", strings.Repeat("|--:", len(cells)))
 }
