@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -221,14 +222,25 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 	case l.logs != nil:
 		o, err = l.logs.take(key, now, int64(n))
 	default:
-		req := [1]Request{{Key: key, Policy: &l.pol, N: n}}
-		if err = l.store.Apply(ctx, l.timeOf(now), req[:]); !decided(err) {
+		// The request goes through the Store interface, so it would escape
+		// to the heap: take it from a pool instead (a Store keeps no
+		// request after Apply returns).
+		req := requestPool.Get().(*[1]Request)
+		req[0] = Request{Key: key, Policy: &l.pol, N: n}
+		err = l.store.Apply(ctx, l.timeOf(now), req[:])
+		res := req[0].Result
+		req[0] = Request{}
+		requestPool.Put(req)
+		if !decided(err) {
 			return Result{}, err
 		}
-		return l.finish(req[0].Result, n, err), err
+		return l.finish(res, n, err), err
 	}
 	return l.finish(o.result(l.pol.burst), n, err), err
 }
+
+// requestPool holds the one-request batches AllowN gives a Store.
+var requestPool = sync.Pool{New: func() any { return new([1]Request) }}
 
 // finish applies shadow mode to a decision and reports it.
 func (l *Limiter) finish(res Result, n int, err error) Result {

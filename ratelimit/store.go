@@ -30,7 +30,8 @@ type Store interface {
 	// refused, or an OpReserve request is refused, no request of the batch
 	// changes any state (all or nothing). Apply returns an error only for
 	// invalid requests, a full store (ErrTooManyKeys) and failures of the
-	// store itself; then nothing has changed either.
+	// store itself; then nothing has changed either. Apply must not keep
+	// reqs after it returns: the caller reuses them.
 	Apply(ctx context.Context, now time.Time, reqs []Request) error
 }
 

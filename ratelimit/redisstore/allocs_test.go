@@ -33,7 +33,7 @@ func TestAllocsPerDecision(t *testing.T) {
 		}
 	})
 	t.Logf("%.1f allocations per decision", allocs)
-	if allocs > 24 {
-		t.Fatalf("%.1f allocations per decision, want at most 24", allocs)
+	if allocs > 21 {
+		t.Fatalf("%.1f allocations per decision, want at most 21", allocs)
 	}
 }

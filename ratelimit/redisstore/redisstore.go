@@ -352,13 +352,12 @@ func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Reque
 		return s.degrade(ctx, now, reqs, ErrBreakerOpen)
 	}
 
-	var keyBuf [8]string
-	keys := keyBuf[:0]
+	if len(reqs) == 1 && reqs[0].Op == ratelimit.OpAllow && leanScripts[int(alg)] != nil {
+		return s.applyLean(ctx, now, reqs, pols[0], s.redisKey(reqs[0].Key, pols[0]))
+	}
+	keys := make([]string, 0, len(reqs))
 	for i := range reqs {
 		keys = append(keys, s.redisKey(reqs[i].Key, pols[i]))
-	}
-	if len(reqs) == 1 && reqs[0].Op == ratelimit.OpAllow && leanScripts[int(alg)] != nil {
-		return s.applyLean(ctx, now, reqs, pols[0], keys[0])
 	}
 	if s.cluster && len(keys) > 1 {
 		slot := clusterSlot(keys[0])
@@ -473,13 +472,18 @@ func (s *Store) applyLean(ctx context.Context, now time.Time, reqs []ratelimit.R
 	return nil
 }
 
-// callCtx bounds a call to Redis by the store's timeout.
+// callCtx bounds a call to Redis by the store's timeout, unless ctx
+// already ends sooner (then ctx is the bound, and no timer is made).
 func (s *Store) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	if s.timeout > 0 {
-		return context.WithTimeout(ctx, s.timeout)
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > s.timeout {
+			return context.WithTimeout(ctx, s.timeout)
+		}
 	}
-	return ctx, func() {}
+	return ctx, noCancel
 }
+
+func noCancel() {}
 
 // degrade decides reqs by the failure policy after cause.
 func (s *Store) degrade(ctx context.Context, now time.Time, reqs []ratelimit.Request, cause error) error {
