@@ -109,9 +109,13 @@ func WithBaselineWindows(n int) Option {
 
 // WithMaxRTT sets an absolute bound: a window slower than d is congested
 // whatever the baseline (default: none). Derive it from the latency
-// objective, e.g. SLO/5 for a p99 objective on exponential-like service
-// times. It is what keeps the latency objective when the service itself gets
-// slower (a relative tolerance alone would let the RTT grow with it).
+// objective and from the statistic the gate samples: about SLO/7 of the mean
+// RTT, or SLO/10 of the median (adaptive.WithPercentile(0.5)), keeps p99
+// within a p99 objective for exponential-like service times. Leave the
+// service's own no-load RTT some room under d: a bound at or below it stops
+// all growth (the limit then sits at the demand seen and refuses its
+// peaks). It is what keeps the latency objective when the service itself
+// gets slower (a relative tolerance alone would let the RTT grow with it).
 func WithMaxRTT(d time.Duration) Option { return func(g *Gradient) { g.maxRTT = d } }
 
 // WithHeadroom sets the queue allowance added when there is no queueing, as a
