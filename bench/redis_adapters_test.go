@@ -234,7 +234,7 @@ const redisPoolSize = 64
 // countedClient returns a client of addr with its own tripCounter.
 func countedClient(tb testing.TB, addr string) (*redis.Client, *tripCounter) {
 	tb.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: redisPoolSize})
+	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: redisPoolSize, ContextTimeoutEnabled: true})
 	tb.Cleanup(func() { c.Close() })
 	h := &tripCounter{}
 	c.AddHook(h)

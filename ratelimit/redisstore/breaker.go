@@ -6,12 +6,33 @@ import (
 )
 
 // breaker is a circuit breaker: threshold failures in a row open it for
-// cooldown, then one call (the probe) may try Redis again.
+// cooldown, then one call (the probe) may try Redis again. It measures time
+// on the monotonic clock (since epoch), so a step of the wall clock neither
+// keeps it open nor closes it early.
 type breaker struct {
 	threshold int32
 	cooldown  time.Duration
 	fails     atomic.Int32
-	openUntil atomic.Int64 // Unix ns; 0 when closed
+	openUntil atomic.Int64 // ns since epoch; 0 when closed
+}
+
+// epoch is the origin of the breakers' instants.
+var epoch = time.Now()
+
+// since returns now as ns since epoch, never 0 (which means closed).
+func since(now time.Time) int64 {
+	if t := int64(now.Sub(epoch)); t != 0 {
+		return t
+	}
+	return 1
+}
+
+// open reports whether the breaker is open at now, without claiming the
+// probe: for calls that should not wait on a Redis known to be failing but
+// must not stand in for the probe either.
+func (b *breaker) open(now time.Time) bool {
+	until := b.openUntil.Load()
+	return until != 0 && since(now) < until
 }
 
 // allow reports whether a call may try Redis at now.
@@ -23,7 +44,7 @@ func (b *breaker) allow(now time.Time) bool {
 	if until == 0 {
 		return true
 	}
-	t := now.UnixNano()
+	t := since(now)
 	if t < until {
 		return false
 	}
@@ -38,7 +59,7 @@ func (b *breaker) failure(now time.Time) {
 		return
 	}
 	if b.fails.Add(1) >= b.threshold {
-		b.openUntil.Store(now.UnixNano() + int64(b.cooldown))
+		b.openUntil.Store(since(now) + int64(b.cooldown))
 	}
 }
 

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -15,14 +16,24 @@ import (
 // Redis's while no other traffic is admitted on the key (an admission seen
 // by this store forgets the key), and a lower bound of it when other
 // processes' traffic is.
+//
+// A refund of this process forgets the key before it goes to Redis, and
+// after, and bumps its shard's generation, so that a refusal Redis decided before the
+// refund but reported after it is not remembered: note takes the
+// generation refuse read before the call, and remembers nothing if it has
+// moved.
+//
+// Memory: at most size entries (a shard drops one to make room), each the
+// key's bytes plus about 100.
 type refusalCache struct {
 	shards [64]cacheShard
 	per    int
 }
 
 type cacheShard struct {
-	mu sync.Mutex
-	m  map[cacheKey]refusal
+	mu  sync.Mutex
+	gen uint64 // bumped by every forget
+	m   map[cacheKey]refusal
 }
 
 type cacheKey struct {
@@ -54,25 +65,24 @@ func (c *refusalCache) shard(key string) *cacheShard {
 }
 
 // refuse decides r locally if its key is remembered as refused at now and
-// r is an enforcing OpAllow of the refused cost.
-func (c *refusalCache) refuse(r *ratelimit.Request, q *policy, now int64) bool {
-	if r.Op != ratelimit.OpAllow || r.Shadow || r.N == 0 {
-		if r.Op == ratelimit.OpRefund {
-			c.forget(r.Key, q)
-		}
-		return false
+// r is an enforcing OpAllow of the refused cost. Otherwise it returns the
+// generation of the key's shard, for note.
+func (c *refusalCache) refuse(r *ratelimit.Request, q *policy, now int64) (bool, uint64) {
+	if r.Op == ratelimit.OpRefund {
+		return false, c.forget(r.Key, q, true)
 	}
 	sh := c.shard(r.Key)
 	k := cacheKey{q, r.Key}
 	sh.mu.Lock()
+	gen := sh.gen
 	f, ok := sh.m[k]
 	if ok && now >= f.until {
 		delete(sh.m, k)
 		ok = false
 	}
 	sh.mu.Unlock()
-	if !ok || r.N != f.n || now < f.at {
-		return false
+	if !ok || r.Op != ratelimit.OpAllow || r.Shadow || r.N != f.n || now < f.at {
+		return false, gen
 	}
 	passed := time.Duration(now - f.at)
 	res := f.res
@@ -80,36 +90,49 @@ func (c *refusalCache) refuse(r *ratelimit.Request, q *policy, now int64) bool {
 	res.RetryAfter -= passed
 	res.ResetAfter = max(res.RetryAfter, res.ResetAfter-passed)
 	r.Result = res
-	return true
+	return true, gen
 }
 
-// note remembers r if Redis refused it, and forgets its key if Redis
-// admitted it (the key's retry time may have moved).
-func (c *refusalCache) note(r *ratelimit.Request, q *policy, now int64) {
+// note remembers r, decided by Redis at now, if Redis refused it and no
+// refund passed its shard since refuse read gen; it forgets r's key if
+// Redis admitted it (the key's retry time may have moved) or refunded on it.
+func (c *refusalCache) note(r *ratelimit.Request, q *policy, now int64, gen uint64) {
 	if r.Op != ratelimit.OpAllow || r.Shadow || r.Result.RetryAfter <= 0 {
-		if r.Result.Allowed && (r.N > 0 || r.Op != ratelimit.OpAllow) {
-			c.forget(r.Key, q)
+		if r.Op == ratelimit.OpRefund || r.Result.Allowed && r.N > 0 {
+			c.forget(r.Key, q, r.Op == ratelimit.OpRefund)
 		}
 		return
 	}
 	sh := c.shard(r.Key)
 	sh.mu.Lock()
-	if len(sh.m) >= c.per {
-		for k, f := range sh.m { // make room: drop expired entries, else any one
-			delete(sh.m, k)
-			if f.until > now {
-				break
+	defer sh.mu.Unlock()
+	if sh.gen != gen {
+		return // a refund may have given the key tokens since Redis decided
+	}
+	k := cacheKey{q, r.Key}
+	if _, ok := sh.m[k]; !ok {
+		if len(sh.m) >= c.per {
+			for k, f := range sh.m { // make room: drop expired entries, else any one
+				delete(sh.m, k)
+				if f.until > now {
+					break
+				}
 			}
 		}
+		k.key = strings.Clone(k.key) // not the caller's buffer
 	}
-	sh.m[cacheKey{q, r.Key}] = refusal{at: now, n: r.N, until: now + int64(r.Result.RetryAfter), res: r.Result}
-	sh.mu.Unlock()
+	sh.m[k] = refusal{at: now, n: r.N, until: now + int64(r.Result.RetryAfter), res: r.Result}
 }
 
-// forget drops key's entry (a refund may admit it sooner).
-func (c *refusalCache) forget(key string, q *policy) {
+// forget drops key's entry and, for a refund (which may admit the key
+// sooner), bumps its shard's generation. It returns the generation.
+func (c *refusalCache) forget(key string, q *policy, refund bool) uint64 {
 	sh := c.shard(key)
 	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	delete(sh.m, cacheKey{q, key})
-	sh.mu.Unlock()
+	if refund {
+		sh.gen++
+	}
+	return sh.gen
 }

@@ -24,7 +24,7 @@ func TestCluster(t *testing.T) {
 		t.Skip("starts a three-node cluster")
 	}
 	cl := redistest.StartCluster(t)
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs})
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
 	ctx := context.Background()
 	s := newStore(t, c)

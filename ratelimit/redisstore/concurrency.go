@@ -21,11 +21,14 @@ import (
 // its leases (a 32-byte id each; about 60 bytes per lease up to 128 leases),
 // at most Max leases; the set expires with its last lease.
 //
-// Acquire, Release and Renew are each one script, one round trip. When
-// Redis fails, Acquire decides by the store's failure policy (FailLocal
-// acts as FailOpen: a local count of another process's leases would mean
-// nothing) and returns the decision with an error wrapping
-// ratelimit.ErrDegraded. It is safe for concurrent use.
+// Acquire, Release, Renew and InFlight are each one script, one round trip,
+// bounded by the store's timeout. When Redis fails, Acquire decides by the
+// store's failure policy (FailLocal acts as FailOpen: a local count of
+// another process's leases would mean nothing) and returns the decision
+// with an error wrapping ratelimit.ErrDegraded; it shares the store's
+// circuit breaker. Release, Renew and InFlight return Redis's errors as
+// they are: a lease that could not be released expires on its own. It is
+// safe for concurrent use.
 type Concurrency struct {
 	s     *Store
 	max   int
@@ -81,7 +84,7 @@ if n >= max then
 end
 redis.call('ZADD', k, string.format('%.0f', now + lease), ARGV[3])
 local last = redis.call('ZRANGE', k, -1, -1, 'WITHSCORES')
-redis.call('PEXPIREAT', k, math.floor(tonumber(last[2]) / 1000) + 1)
+redis.call('PEXPIREAT', k, string.format('%.0f', math.floor(tonumber(last[2]) / 1000) + 1))
 return {1, n + 1, 0, lease, expired}
 `)
 
@@ -106,7 +109,7 @@ local exp = redis.call('ZSCORE', KEYS[1], ARGV[2])
 if not exp or tonumber(exp) <= now then return 0 end
 redis.call('ZADD', KEYS[1], string.format('%.0f', now + tonumber(ARGV[1])), ARGV[2])
 local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-redis.call('PEXPIREAT', KEYS[1], math.floor(tonumber(last[2]) / 1000) + 1)
+redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', math.floor(tonumber(last[2]) / 1000) + 1))
 return 1
 `)
 
@@ -167,10 +170,15 @@ func (c *Concurrency) degraded(res ratelimit.Result, cause error) (ratelimit.Res
 }
 
 // Release frees the lease's slot. It reports whether the lease was still
-// held (false for an expired, released or empty lease) and any Redis error.
+// held (false for an expired, released or empty lease) and any Redis error;
+// while the store's circuit breaker is open it returns false and
+// ErrBreakerOpen at once, and the lease expires on its own.
 func (l Lease) Release(ctx context.Context) (bool, error) {
 	if l.c == nil {
 		return false, nil
+	}
+	if l.c.s.brk.open(time.Now()) {
+		return false, ErrBreakerOpen
 	}
 	cctx, cancel := l.c.s.callCtx(ctx)
 	defer cancel()
@@ -180,9 +188,14 @@ func (l Lease) Release(ctx context.Context) (bool, error) {
 
 // Renew extends a held lease by the lease duration from now. It reports
 // whether the lease was still held; an expired lease cannot be renewed.
+// While the store's circuit breaker is open it returns false and
+// ErrBreakerOpen at once.
 func (l Lease) Renew(ctx context.Context) (bool, error) {
 	if l.c == nil {
 		return false, nil
+	}
+	if l.c.s.brk.open(time.Now()) {
+		return false, ErrBreakerOpen
 	}
 	cctx, cancel := l.c.s.callCtx(ctx)
 	defer cancel()
@@ -190,15 +203,23 @@ func (l Lease) Renew(ctx context.Context) (bool, error) {
 	return n == 1, err
 }
 
-// InFlight returns the number of unexpired leases of key.
+// leaseCount: KEYS[1] the set. It returns the number of leases not expired
+// at the server's time (on the node that holds the set).
+var leaseCount = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')
+`)
+
+// InFlight returns the number of unexpired leases of key, in one round
+// trip, or the Redis error.
 func (c *Concurrency) InFlight(ctx context.Context, key string) (int, error) {
+	if len(key) == 0 || len(key) > 1<<16 {
+		return 0, fmt.Errorf("%w: %d bytes", ratelimit.ErrInvalidKey, len(key))
+	}
 	rk := c.s.redisKey(key, &policy{id: c.id})
 	cctx, cancel := c.s.callCtx(ctx)
 	defer cancel()
-	t, err := c.s.client.Time(cctx).Result()
-	if err != nil {
-		return 0, err
-	}
-	n, err := c.s.client.ZCount(cctx, rk, fmt.Sprint(t.UnixMicro()+1), "+inf").Result()
+	n, err := leaseCount.Run(cctx, c.s.client, []string{rk}).Int64()
 	return int(n), err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,8 +14,9 @@ import (
 
 // A GCRA limit of 5 per second shared by every process that uses the same
 // Redis. Each decision is one script run on the server, at the server's time.
+// ContextTimeoutEnabled lets the store bound each call by its timeout.
 func Example() {
-	client := redis.NewClient(&redis.Options{Addr: redisAddr})
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
 	store, err := redisstore.New(client, redisstore.WithPrefix("example:"))
 	if err != nil {
@@ -45,7 +47,7 @@ func Example() {
 // one round trip, all or nothing: a request the daily limit refused would
 // not spend the per-second one.
 func Example_multiPolicy() {
-	client := redis.NewClient(&redis.Options{Addr: redisAddr})
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
 	store, _ := redisstore.New(client, redisstore.WithPrefix("example-multi:"))
 	perSecond, _ := ratelimit.New(ratelimit.TokenBucket, ratelimit.Limit{Rate: 3, Period: time.Second}, ratelimit.WithStore(store))
@@ -72,7 +74,7 @@ func Example_multiPolicy() {
 // When Redis is unreachable the store decides by its failure policy and
 // says so: here it fails open, and the error wraps ratelimit.ErrDegraded.
 func Example_failOpen() {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1}) // nothing listens there
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, ContextTimeoutEnabled: true}) // nothing listens there
 	defer client.Close()
 	store, _ := redisstore.New(client, redisstore.WithFailurePolicy(redisstore.FailOpen),
 		redisstore.WithTimeout(50*time.Millisecond))
@@ -85,7 +87,7 @@ func Example_failOpen() {
 // A per-key concurrency limit across processes: at most 2 requests of a
 // tenant in flight; a lease expires if its holder never releases it.
 func ExampleConcurrency() {
-	client := redis.NewClient(&redis.Options{Addr: redisAddr})
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
 	store, _ := redisstore.New(client, redisstore.WithPrefix("example-cc:"))
 	cc, err := redisstore.NewConcurrency(store, 2, 30*time.Second)
@@ -107,4 +109,39 @@ func ExampleConcurrency() {
 	// true 0
 	// false
 	// true
+}
+
+// Tiers over several keys (one per IP, one per tenant) are one batch, which
+// Redis Cluster can only run if the keys share a slot: WithHashTag gives
+// every key of a tenant the tenant's tag. Here a key is "ip|tenant" or
+// "tenant".
+func ExampleWithHashTag() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	store, err := redisstore.New(client, redisstore.WithPrefix("example-tag:"),
+		redisstore.WithHashTag(func(key string) string {
+			if _, tenant, ok := strings.Cut(key, "|"); ok {
+				return tenant
+			}
+			return key
+		}))
+	if err != nil {
+		panic(err)
+	}
+	perIP, _ := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 2, Period: time.Minute}, ratelimit.WithStore(store))
+	perTenant, _ := ratelimit.New(ratelimit.TokenBucket, ratelimit.Limit{Rate: 3, Period: time.Minute}, ratelimit.WithStore(store))
+	tiers, _ := ratelimit.All(perIP, perTenant)
+	for _, ip := range []string{"10.0.0.1", "10.0.0.1", "10.0.0.1", "10.0.0.2", "10.0.0.2"} {
+		res, err := tiers.Allow(context.Background(), ip+"|acme", "acme")
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(ip, res.Allowed)
+	}
+	// Output:
+	// 10.0.0.1 true
+	// 10.0.0.1 true
+	// 10.0.0.1 false
+	// 10.0.0.2 true
+	// 10.0.0.2 false
 }

@@ -41,7 +41,7 @@ if c == 0 then
   if v then redis.call('DEL', k) end
   return {1, b, 0, 0}
 end
-redis.call('SET', k, string.format('%.0f %.0f', w, c), 'PX', math.max(minTTL, math.floor(toEnd / 1000) + 1))
+redis.call('SET', k, string.format('%.0f %.0f', w, c), 'PX', string.format('%.0f', math.max(minTTL, math.floor(toEnd / 1000) + 1)))
 return {1, b - c, 0, toEnd}
 `
 
@@ -80,7 +80,7 @@ if reset == 0 then
   if v then redis.call('DEL', k) end
   return {1, rem, 0, 0}
 end
-redis.call('SET', k, string.format('%.0f %.0f %.0f', w, prev, curr), 'PX', math.max(minTTL, math.floor(reset / 1000) + 1))
+redis.call('SET', k, string.format('%.0f %.0f %.0f', w, prev, curr), 'PX', string.format('%.0f', math.max(minTTL, math.floor(reset / 1000) + 1)))
 return {1, rem, 0, reset}
 `
 
@@ -121,7 +121,7 @@ if GCRA then
 else
   st = string.format('%.0f %.0f', need, now)
 end
-redis.call('SET', k, st, 'PX', math.max(minTTL, math.floor(reset / 1000) + 1))
+redis.call('SET', k, st, 'PX', string.format('%.0f', math.max(minTTL, math.floor(reset / 1000) + 1)))
 return {1, fdm(cap - need, per), 0, reset}
 `
 

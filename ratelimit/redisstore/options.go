@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -77,8 +78,9 @@ func WithCallerTime() Option {
 }
 
 // WithTimeout bounds each call to Redis (default 100ms); a call that takes
-// longer is a failure, decided by the failure policy. 0 means only the
-// caller's context bounds it.
+// longer is a failure, decided by the failure policy. The client must obey
+// context deadlines (see New). 0 means only the caller's context bounds a
+// call, and the client's own timeouts if it ignores contexts.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d < 0 {
@@ -115,20 +117,27 @@ func WithLocalMaxKeys(n int) Option {
 
 // WithBreaker sets the circuit breaker: after failures failed calls in a
 // row it opens, and for cooldown every call is decided by the failure
-// policy at once; then one call probes Redis, closing the breaker if it
-// succeeds (default 5 failures, 250ms). failures 0 disables the breaker.
+// policy at once; then exactly one call probes Redis, closing the breaker
+// if it succeeds and opening it for another cooldown if it fails (default 5
+// failures, 250ms). failures 0 disables the breaker; cooldown, if positive,
+// is then only the RetryAfter of FailClosed's refusals, which is always the
+// cool-down (0 keeps the default).
 func WithBreaker(failures int, cooldown time.Duration) Option {
 	return func(c *config) {
-		if failures < 0 || cooldown <= 0 && failures > 0 {
-			c.bad("breaker (%d failures, cooldown %v): want failures ≥ 0 and a positive cooldown", failures, cooldown)
+		if failures < 0 || failures > math.MaxInt32 || cooldown < 0 || cooldown == 0 && failures > 0 {
+			c.bad("breaker (%d failures, cooldown %v): want 0 ≤ failures < 2^31 and a positive cooldown", failures, cooldown)
 			return
 		}
-		c.breakerFailures, c.breakerCooldown = failures, cooldown
+		c.breakerFailures = failures
+		if cooldown > 0 {
+			c.breakerCooldown = cooldown
+		}
 	}
 }
 
 // WithRefusalCache sets how many refused keys the store remembers until
-// their retry time (default 1<<16; 0 disables the cache). A remembered key's
+// their retry time (default 1<<16, about 100 bytes each plus the key's own;
+// 0 disables the cache). A remembered key's
 // requests of the refused cost are refused locally, as Redis would refuse
 // them — unless a reservation of another process is refunded meanwhile,
 // which the cache cannot see — with Remaining 0 and the RetryAfter Redis

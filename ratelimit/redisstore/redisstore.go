@@ -20,8 +20,9 @@
 //
 //   - a Limit's Period must be a whole number of microseconds;
 //   - the bucket arithmetic must stay small: Burst·Period/gcd(Rate, Period
-//     in µs) at most 2^48 (a 1000/day or 100/s-burst-500 limit uses well
-//     under 2^40), and a sliding window's Rate·Period in µs below 2^53;
+//     in µs) and Rate/gcd(Rate, Period in µs) at most 2^48 (a 1000/day or
+//     100/s-burst-500 limit uses well under 2^40), a sliding window's
+//     Rate·Period in µs below 2^53, and every Rate and Burst below 2^53;
 //     a reservation's debt is bounded by 2^52 units instead of 2^61;
 //   - RetryAfter, ResetAfter and a reservation's delay are those of the
 //     in-memory store rounded up to the microsecond (never earlier).
@@ -47,8 +48,10 @@
 // SHA-256, so user text can neither pick a Redis Cluster slot nor make a
 // Redis key long. All limits on one key share its hash tag, so a batch on
 // one key works on Redis Cluster; a batch over several keys (tiers per IP
-// and per tenant) needs WithHashTag to give them a common tag there. Every
-// write sets the key's expiry to its reset time, so idle keys disappear.
+// and per tenant) needs WithHashTag to give them a common tag there (and on
+// a go-redis Ring), else Apply returns ErrCrossSlot. Every write sets the
+// key's expiry to at least its reset time, so idle keys disappear, and a
+// key back to a fresh key's state is deleted.
 // Memory in Redis (MEMORY USAGE, Redis 7.0): a key of FixedWindow,
 // SlidingWindow, TokenBucket or GCRA is a short string of about 100-120
 // bytes; a SlidingLog key is a sorted set of its admitted units, about 37
@@ -61,11 +64,14 @@
 // timeout (WithTimeout, default 100ms), the store decides by its failure
 // policy (WithFailurePolicy): FailClosed (the default) refuses, FailOpen
 // admits, FailLocal decides with a local in-memory store (the limit then
-// holds per process). The decision comes with an error wrapping
-// ratelimit.ErrDegraded and the cause, which the Limiter returns alongside
-// the Result. After several failures in a row a circuit breaker opens
-// (WithBreaker): for its cool-down every call decides at once, without
-// trying Redis, then one call probes it.
+// holds per process; a reservation made there and cancelled once Redis is
+// back gives Redis nothing back, and the other way round). The decision
+// comes with an error wrapping ratelimit.ErrDegraded and the cause, which
+// the Limiter returns alongside the Result. After several failures in a
+// row a circuit breaker opens (WithBreaker): for its cool-down every call
+// decides at once, without trying Redis, then exactly one call probes it.
+// The timeout needs a client that obeys context deadlines: set
+// ContextTimeoutEnabled in the go-redis options (New checks it).
 //
 // Keys refused by Redis are remembered locally until their retry time
 // (WithRefusalCache), so a flood from one abusive key costs nothing on Redis:
@@ -93,8 +99,9 @@ import (
 var ErrUnsupportedPolicy = errors.New("sluice/redisstore: policy not supported on Redis")
 
 // ErrCrossSlot is returned by Apply on Redis Cluster for a batch whose keys
-// lie in different hash slots, which no script can update atomically. Give
-// such keys a common tag with WithHashTag.
+// lie in different hash slots (on a go-redis Ring, whose keys do not share
+// one hash tag), which no script can update atomically. Give such keys a
+// common tag with WithHashTag.
 var ErrCrossSlot = errors.New("sluice/redisstore: a batch's keys are in different Redis Cluster slots; give them a common hash tag (WithHashTag)")
 
 // ErrBreakerOpen is the cause given with ratelimit.ErrDegraded while the
@@ -133,7 +140,8 @@ func (f FailurePolicy) String() string {
 // Store is a ratelimit.Store on Redis. It is safe for concurrent use.
 type Store struct {
 	client     redis.UniversalClient
-	cluster    bool
+	cluster    bool // a *redis.ClusterClient: a batch's keys must share a slot
+	ring       bool // a *redis.Ring: a batch's keys must share a hash tag
 	prefix     string
 	tag        func(string) string
 	callerTime bool
@@ -169,6 +177,14 @@ const (
 // failover client). It does not contact Redis; Preload loads the scripts
 // ahead of the first request. It returns an error naming every invalid
 // option.
+//
+// The store bounds every call by its timeout (WithTimeout) through the
+// call's context, which a go-redis client only obeys with
+// ContextTimeoutEnabled set in its options; without it a Redis that stops
+// answering holds each decision for the client's ReadTimeout (3s by
+// default) instead. New therefore refuses a *redis.Client,
+// *redis.ClusterClient or *redis.Ring whose ContextTimeoutEnabled is false,
+// unless WithTimeout(0) leaves the bounds to the client.
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -177,6 +193,8 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	var errs []error
 	if client == nil {
 		errs = append(errs, errors.New("sluice/redisstore: nil client"))
+	} else if cfg.timeout > 0 && ignoresDeadlines(client) {
+		errs = append(errs, errors.New("sluice/redisstore: the client ignores context deadlines, so no call could be bounded by the store's timeout: set ContextTimeoutEnabled in its options (or pass WithTimeout(0) to rely on its own read and write timeouts)"))
 	}
 	errs = append(errs, cfg.errs...)
 	if err := errors.Join(errs...); err != nil {
@@ -194,6 +212,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		policies:   make(map[ratelimit.Policy]*policy),
 	}
 	_, s.cluster = client.(*redis.ClusterClient)
+	_, s.ring = client.(*redis.Ring)
 	if cfg.cacheSize > 0 {
 		s.cache = newRefusalCache(cfg.cacheSize)
 	}
@@ -210,13 +229,28 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// Preload loads the scripts into Redis (on Cluster, into every master), so
-// that the first decisions need no extra round trip. Without it, or after
-// Redis restarts and forgets its scripts, the first call of each script
-// costs one extra round trip (EVALSHA answered NOSCRIPT, then EVAL).
+// ignoresDeadlines reports whether client is a go-redis client that does
+// not obey its calls' context deadlines (ContextTimeoutEnabled false).
+func ignoresDeadlines(client redis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return !c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return !c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return !c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// Preload loads the scripts into Redis (on Cluster, into every master; on a
+// Ring, into every shard), so that the first decisions need no extra round
+// trip. Without it, or after Redis restarts and forgets its scripts, the
+// first call of each script costs one extra round trip (EVALSHA answered
+// NOSCRIPT, then EVAL).
 func (s *Store) Preload(ctx context.Context) error {
 	load := func(ctx context.Context, c redis.Scripter) error {
-		all := append(s.scripts[:], leaseAcquire, leaseRelease, leaseRenew)
+		all := append(s.scripts[:], leaseAcquire, leaseRelease, leaseRenew, leaseCount)
 		for _, sc := range leanScripts {
 			all = append(all, sc)
 		}
@@ -227,8 +261,11 @@ func (s *Store) Preload(ctx context.Context) error {
 		}
 		return nil
 	}
-	if cc, ok := s.client.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
+	case *redis.Ring:
+		return c.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
 	}
 	return load(ctx, s.client)
 }
@@ -262,12 +299,20 @@ func toPolicy(p ratelimit.Policy) *policy {
 	}
 	P, rate, burst := int64(lim.Period/time.Microsecond), int64(lim.Rate), int64(lim.Burst)
 	q.args = [6]int64{int64(alg), P, burst, 0, 0, 0}
+	if rate >= maxExact || burst >= maxExact {
+		q.err = fmt.Errorf("%w: %v: rate and burst must be below 2^53", ErrUnsupportedPolicy, p)
+		return q
+	}
 	switch alg {
 	case ratelimit.TokenBucket, ratelimit.GCRA:
 		g := gcd(rate, P)
 		r, per := rate/g, P/g
 		if per > maxBucket/burst {
 			q.err = fmt.Errorf("%w: %v: burst·period/gcd(rate, period in µs) must be at most 2^48", ErrUnsupportedPolicy, p)
+			return q
+		}
+		if r > maxBucket {
+			q.err = fmt.Errorf("%w: %v: rate/gcd(rate, period in µs) must be at most 2^48", ErrUnsupportedPolicy, p)
 			return q
 		}
 		q.args[3], q.args[4], q.args[5] = r, per, burst*per
@@ -321,7 +366,15 @@ func sanitize(key string) string {
 
 // Apply carries out reqs as one atomic step on Redis (see ratelimit.Store),
 // at the server's time unless WithCallerTime. A batch of one request uses
-// its algorithm's script; a larger batch the script of all five.
+// its algorithm's script; a larger batch the script of all five. An
+// OpReserve's MaxWait counts in whole microseconds, rounded down, so that a
+// granted reservation's Delay (rounded up) never exceeds it.
+//
+// Apply returns the errors of ratelimit.CheckRequests, ErrUnsupportedPolicy,
+// ErrCrossSlot, ctx's error if ctx ends before Redis answers (nothing is
+// decided then), and, with the failure policy's decision in reqs, an error
+// wrapping ratelimit.ErrDegraded and the cause when Redis fails, times out
+// or the breaker is open.
 func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Request) error {
 	if err := ratelimit.CheckRequests(reqs); err != nil {
 		return err
@@ -345,27 +398,29 @@ func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Reque
 		alg = 0
 	}
 	nowNs := now.UnixNano()
-	if s.cache != nil && len(reqs) == 1 && s.cache.refuse(&reqs[0], pols[0], nowNs) {
-		return nil
+	var gen uint64
+	if s.cache != nil && len(reqs) == 1 {
+		var refused bool
+		if refused, gen = s.cache.refuse(&reqs[0], pols[0], nowNs); refused {
+			return nil
+		}
 	}
-	if !s.brk.allow(time.Now()) {
-		return s.degrade(ctx, now, reqs, ErrBreakerOpen)
-	}
-
 	if len(reqs) == 1 && reqs[0].Op == ratelimit.OpAllow && leanScripts[int(alg)] != nil {
-		return s.applyLean(ctx, now, reqs, pols[0], s.redisKey(reqs[0].Key, pols[0]))
+		key := s.redisKey(reqs[0].Key, pols[0])
+		if !s.brk.allow(time.Now()) {
+			return s.degrade(ctx, now, reqs, ErrBreakerOpen)
+		}
+		return s.applyLean(ctx, now, reqs, pols[0], key, gen)
 	}
 	keys := make([]string, 0, len(reqs))
 	for i := range reqs {
 		keys = append(keys, s.redisKey(reqs[i].Key, pols[i]))
 	}
-	if s.cluster && len(keys) > 1 {
-		slot := clusterSlot(keys[0])
-		for _, k := range keys[1:] {
-			if clusterSlot(k) != slot {
-				return ErrCrossSlot
-			}
-		}
+	if err := s.sameNode(keys); err != nil {
+		return err
+	}
+	if !s.brk.allow(time.Now()) {
+		return s.degrade(ctx, now, reqs, ErrBreakerOpen)
 	}
 	args := make([]any, 0, 2+fieldsPerRequest*len(reqs))
 	if s.callerTime {
@@ -420,7 +475,7 @@ func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Reque
 			r.Mark = ratelimit.State{A: v[5], B: v[6]}
 		}
 		if s.cache != nil && len(reqs) == 1 {
-			s.cache.note(r, pols[i], nowNs)
+			s.cache.note(r, pols[i], nowNs, gen)
 		}
 	}
 	return nil
@@ -433,7 +488,7 @@ var (
 )
 
 // applyLean decides one OpAllow request with its algorithm's lean script.
-func (s *Store) applyLean(ctx context.Context, now time.Time, reqs []ratelimit.Request, q *policy, key string) error {
+func (s *Store) applyLean(ctx context.Context, now time.Time, reqs []ratelimit.Request, q *policy, key string, gen uint64) error {
 	r := &reqs[0]
 	var argBuf [8]any
 	args := argBuf[:0]
@@ -467,7 +522,22 @@ func (s *Store) applyLean(ctx context.Context, now time.Time, reqs []ratelimit.R
 		ResetAfter: time.Duration(v[3]) * time.Microsecond,
 	}
 	if s.cache != nil {
-		s.cache.note(r, q, nowNs)
+		s.cache.note(r, q, nowNs, gen)
+	}
+	return nil
+}
+
+// sameNode returns ErrCrossSlot if keys, one batch's, cannot be updated by
+// one script: on Redis Cluster they must lie in one hash slot, on a Ring
+// share one hash tag (which picks the shard).
+func (s *Store) sameNode(keys []string) error {
+	if len(keys) < 2 || !s.cluster && !s.ring {
+		return nil
+	}
+	for _, k := range keys[1:] {
+		if s.cluster && clusterSlot(k) != clusterSlot(keys[0]) || s.ring && hashTag(k) != hashTag(keys[0]) {
+			return ErrCrossSlot
+		}
 	}
 	return nil
 }
@@ -492,7 +562,7 @@ func (s *Store) degrade(ctx context.Context, now time.Time, reqs []ratelimit.Req
 	}
 	switch s.failure {
 	case FailLocal:
-		if err := s.local.Apply(ctx, now, reqs); err != nil && !errors.Is(err, ratelimit.ErrTooManyKeys) {
+		if err := s.applyLocal(ctx, now, reqs); err != nil && !errors.Is(err, ratelimit.ErrTooManyKeys) {
 			return err
 		}
 	default:
@@ -509,6 +579,39 @@ func (s *Store) degrade(ctx context.Context, now time.Time, reqs []ratelimit.Req
 		}
 	}
 	return fmt.Errorf("%w (%v): %w", ratelimit.ErrDegraded, s.failure, cause)
+}
+
+// applyLocal decides reqs with the local store. A reservation's mark names
+// the store that made it: the local store's marks are handed out negated,
+// which the scripts' refund reads as a reservation that went at once (and
+// gives nothing back: Redis never took its tokens), and a refund of a mark
+// that Redis made gives nothing back locally, where its tokens were never
+// taken either.
+func (s *Store) applyLocal(ctx context.Context, now time.Time, reqs []ratelimit.Request) error {
+	var markBuf [8]ratelimit.State
+	marks := markBuf[:0]
+	for i := range reqs {
+		r := &reqs[i]
+		marks = append(marks, r.Mark)
+		if r.Op == ratelimit.OpRefund {
+			if r.Mark.A < 0 {
+				r.Mark.A = -r.Mark.A
+			} else {
+				r.Mark = ratelimit.State{}
+			}
+		}
+	}
+	err := s.local.Apply(ctx, now, reqs)
+	for i := range reqs {
+		r := &reqs[i]
+		switch r.Op {
+		case ratelimit.OpRefund:
+			r.Mark = marks[i]
+		case ratelimit.OpReserve:
+			r.Mark.A = -r.Mark.A
+		}
+	}
+	return err
 }
 
 func floorDiv(a, b int64) int64 {

@@ -24,7 +24,7 @@ var algs = []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingLog, ra
 
 func client(t *testing.T, addr string) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -375,7 +375,7 @@ func contains(xs []string, x string) bool {
 // TestUnsupported: policies the scripts cannot decide exactly are refused
 // with ErrUnsupportedPolicy, never decided.
 func TestUnsupported(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
 	defer c.Close()
 	s, err := redisstore.New(c)
 	if err != nil {
@@ -401,7 +401,7 @@ func TestUnsupported(t *testing.T) {
 }
 
 func TestOptionsValidated(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
 	defer c.Close()
 	_, err := redisstore.New(c, redisstore.WithPrefix("a{b"), redisstore.WithTimeout(-1), redisstore.WithBreaker(-1, 0),
 		redisstore.WithFailurePolicy(9), redisstore.WithRefusalCache(-1), redisstore.WithHashTag(nil), redisstore.WithErrorHandler(nil),

@@ -171,7 +171,9 @@ ALG[5] = bucketAlg(true)
 
 // luaSlidingLog is ratelimit's slidingLog on a sorted set whose scores are
 // the instants (µs) of the admitted units. A unit admitted at t is the
-// member "t:i", i counting the units of the log at t, so members are unique.
+// member "t:i", i counting the units of the log at t; the driver adds them
+// with ZADD NX and takes the next i for one already there (possible only if
+// the clock went back), so every admitted unit is its own member.
 const luaSlidingLog = `
 ALG[2] = { log = true }
 `
@@ -238,8 +240,9 @@ for i, k in ipairs(KEYS) do
     if ok then pk.s, pk.reset, pk.dirty = s, reset, true; undo[i] = u end
   else
     local s = A.refund(q, pk.s, now, n, num(ARGV[o + 11]), num(ARGV[o + 12]))
-    local _
-    _, allowed, rem, retry, reset = A.take(q, s, now, 0)
+    local full
+    full, allowed, rem, retry, reset = A.take(q, s, now, 0)
+    if allowed and full == nil then s = nil end -- back to a fresh key's state: DEL
     pk.s, pk.reset, pk.dirty = s, reset, true
     undo[i] = u
   end
@@ -266,16 +269,27 @@ for _, k in ipairs(order) do
   local pk = pending[k]
   if pk.alg.log then
     if pk.add > 0 then
-      local args = {}
-      for j = 1, pk.add do table.insert(args, str(now)); table.insert(args, str(now) .. ':' .. (pk.c + j)) end
-      redis.call('ZADD', k, unpack(args))
-      redis.call('PEXPIRE', k, math.max(minTTL, math.floor(pk.q.P / 1000) + 1))
+      -- Members "now:i", i past the log's count, added NX in chunks (unpack
+      -- takes at most a few thousand values); a member already there (the
+      -- clock went back) is skipped and another index taken, so every unit
+      -- admitted is one member.
+      local t, i, added = str(now), pk.c, 0
+      while added < pk.add do
+        local args = {'NX'}
+        for _ = 1, math.min(pk.add - added, 1000) do
+          i = i + 1
+          args[#args + 1] = t
+          args[#args + 1] = t .. ':' .. i
+        end
+        added = added + redis.call('ZADD', k, unpack(args))
+      end
+      redis.call('PEXPIRE', k, str(math.max(minTTL, math.floor(pk.q.P / 1000) + 1)))
     end
   elseif pk.dirty then
     if pk.s == nil then
       redis.call('DEL', k)
     else
-      redis.call('SET', k, pk.alg.save(k, pk.s), 'PX', math.max(minTTL, math.floor(pk.reset / 1000) + 1))
+      redis.call('SET', k, pk.alg.save(k, pk.s), 'PX', str(math.max(minTTL, math.floor(pk.reset / 1000) + 1)))
     end
   end
 end

@@ -6,11 +6,7 @@ import "strings"
 // its hash tag — the text between the first '{' and the next '}', if not
 // empty — or of the whole key, modulo 16384.
 func clusterSlot(key string) uint16 {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
+	key = hashTag(key)
 	var crc uint16
 	for i := 0; i < len(key); i++ {
 		crc ^= uint16(key[i]) << 8
@@ -23,4 +19,16 @@ func clusterSlot(key string) uint16 {
 		}
 	}
 	return crc % 16384
+}
+
+// hashTag returns the part of key that Redis Cluster (and a go-redis Ring)
+// hashes: the text between the first '{' and the next '}', if not empty,
+// else the whole key.
+func hashTag(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j]
+		}
+	}
+	return key
 }
