@@ -35,7 +35,20 @@ bench-test:
 bench:
 	cd bench && ./run.sh
 
-# Short fuzzing runs of the option validation (longer: FUZZTIME=5m make fuzz).
+# Short runs of every fuzz target, one after the other (go test -fuzz takes
+# one target at a time; longer: FUZZTIME=5m make fuzz): option and limit
+# validation, the rate-limit arithmetic, and every parser of untrusted input.
 FUZZTIME ?= 20s
+FUZZ_TARGETS = \
+	./adaptive:FuzzNew \
+	./ratelimit:FuzzNew ./ratelimit:FuzzDecide \
+	./ratelimit/redisstore:FuzzSanitize \
+	./shed:FuzzParsePriority \
+	./interceptors:FuzzHeadersRateLimitField ./interceptors:FuzzClientRetryAfter \
+	./interceptors:FuzzClientPushback ./interceptors:FuzzKeyClientIP ./interceptors:FuzzKeyHeaders
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzNew -fuzztime $(FUZZTIME) ./adaptive/
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "$(GO) test -run '^$$' -fuzz '^$$name$$' -fuzztime $(FUZZTIME) $$pkg"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
