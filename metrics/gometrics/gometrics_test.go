@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/metrics/internal/observertest"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 )
@@ -260,34 +261,9 @@ func TestTakenLabelledNames(t *testing.T) {
 	}
 }
 
-func drive(m *Metrics) {
-	m.GateDecision(metrics.Admitted, "", 0)
-	m.GateRelease(metrics.Dropped, 3*time.Millisecond)
-	m.GateLimit(10, 11)
-	m.RateDecision("per_ip", metrics.RateDecision{Cost: 1, Allowed: true})
-	m.LeaseExpired("conc")
-	m.ShedDecision(metrics.ShedRefused, "sheddable")
-}
-
 func TestObserverDoesNotAllocate(t *testing.T) {
 	m, _ := newMetrics(t, WithSample(func() gm.Sample { return gm.NewUniformSample(64) }))
-	drive(m)
-	if a := testing.AllocsPerRun(1000, func() { drive(m) }); a != 0 {
-		t.Fatalf("%v allocations per round of six events", a)
-	}
-	c := clock.NewManual(t0)
-	g, _ := adaptive.New(adaptive.Fixed(4), adaptive.WithClock(c), adaptive.WithObserver(m))
-	s, _ := shed.New(g, shed.WithClock(c), shed.WithObserver(m))
-	step := func() {
-		if tok, d := s.TryAcquire(shed.Critical, 7); d.Admitted {
-			c.Advance(time.Millisecond)
-			tok.Success()
-		}
-	}
-	step()
-	if a := testing.AllocsPerRun(1000, step); a != 0 {
-		t.Fatalf("%v allocations per observed shed+gate decision and release", a)
-	}
+	observertest.NoAllocs(t, m, metrics.Dropped)
 }
 
 func TestDefaultSampleDoesNotAllocate(t *testing.T) {
@@ -305,7 +281,7 @@ func BenchmarkObserver(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	drive(m)
+	observertest.Drive(m, metrics.Dropped)
 	b.ReportAllocs()
 	for b.Loop() {
 		m.GateDecision(metrics.Admitted, "", 0)

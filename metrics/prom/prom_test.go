@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/metrics/internal/observertest"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/shed"
 )
@@ -344,22 +345,13 @@ sluice_shed_decisions_total{outcome="shed",priority="sheddable"} 1
 }
 
 // drive makes one event of every kind, so every metric has a series.
-func drive(m *Metrics) {
-	m.GateDecision(metrics.Admitted, "", 0)
-	m.GateRelease(metrics.Success, 3*time.Millisecond)
-	m.GateLimit(10, 11)
-	m.RateDecision("per_ip", metrics.RateDecision{Cost: 1, Allowed: true})
-	m.LeaseExpired("conc")
-	m.ShedDecision(metrics.ShedRefused, "sheddable")
-}
-
 func TestLint(t *testing.T) {
 	m, reg := newMetrics(t)
 	g, _ := adaptive.New(adaptive.Fixed(1))
 	s, _ := shed.New(g)
 	m.AttachGate(g)
 	m.AttachShedder(s)
-	drive(m)
+	observertest.Drive(m, metrics.Success)
 	problems, err := testutil.GatherAndLint(reg)
 	if err != nil {
 		t.Fatal(err)
@@ -419,24 +411,7 @@ func TestNewErrors(t *testing.T) {
 
 func TestObserverDoesNotAllocate(t *testing.T) {
 	m, _ := newMetrics(t)
-	drive(m) // the first event of a label value builds its children
-	if a := testing.AllocsPerRun(1000, func() { drive(m) }); a != 0 {
-		t.Fatalf("%v allocations per round of six events", a)
-	}
-	// Through the real guards: a gate decision and release, a shed decision.
-	c := clock.NewManual(t0)
-	g, _ := adaptive.New(adaptive.Fixed(4), adaptive.WithClock(c), adaptive.WithObserver(m))
-	s, _ := shed.New(g, shed.WithClock(c), shed.WithObserver(m))
-	step := func() {
-		if tok, d := s.TryAcquire(shed.Critical, 7); d.Admitted {
-			c.Advance(time.Millisecond)
-			tok.Success()
-		}
-	}
-	step()
-	if a := testing.AllocsPerRun(1000, step); a != 0 {
-		t.Fatalf("%v allocations per observed shed+gate decision and release", a)
-	}
+	observertest.NoAllocs(t, m, metrics.Success)
 }
 
 func BenchmarkObserver(b *testing.B) {
@@ -444,7 +419,7 @@ func BenchmarkObserver(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	drive(m)
+	observertest.Drive(m, metrics.Success)
 	b.ReportAllocs()
 	for b.Loop() {
 		m.GateDecision(metrics.Admitted, "", 0)
