@@ -188,8 +188,8 @@ func (g *Gradient) Baseline() time.Duration { return time.Duration(g.baseline) }
 //	gradient = clamp(bound / rtt, minGradient, 1)   (drops: ≤ 1 − drop share)
 //	bound    = relief · min(tol · baseline, maxRTT)   (relief: see below)
 //	full     = MaxInFlight ≥ L or Rejected > 0
-//	proposal = L ± 1                 gradient < 1 but shrinking stopped lowering
-//	                                 the RTT: seek the knee (see futile)
+//	proposal = L + max(1, L/10)      gradient < 1 but shrinking stopped lowering
+//	         or L − 1                the RTT: seek the knee (see futile)
 //	         = L · gradient          full (or drops) and gradient < 1
 //	         = L                     rtt within the dead band [0.9·bound, bound]
 //	         = 2L                    full, gradient = 1, slow start
@@ -235,15 +235,15 @@ func (g *Gradient) Update(s adaptive.Sample) int {
 		// Shrinking the number in flight stopped making the RTT faster: the
 		// service itself is slower and the bound cannot be met. Shrinking
 		// further would only refuse work, so seek the knee instead: probe
-		// up by one while the RTT stays within 10% of the lowest seen, step
-		// back when it rises by a fifth (queueing again).
+		// up by a tenth while the RTT stays within 10% of the lowest seen,
+		// step back by one when it rises by a fifth (queueing again).
 		g.slowStart = false
 		if g.kneeRTT == 0 || g.smoothed < g.kneeRTT {
 			g.kneeRTT = g.smoothed
 		}
 		switch {
 		case g.smoothed <= 1.1*g.kneeRTT && full:
-			proposal = g.limit + 1
+			proposal = g.limit + max(1, kneeStep*g.limit)
 		case g.smoothed > 1.2*g.kneeRTT:
 			proposal = g.limit - 1
 		default:
@@ -419,4 +419,9 @@ const (
 	// kneeCut of the anchor's did not make the RTT 10% faster.
 	kneeCut = 0.75
 	kneeAge = 3
+	// kneeStep: seeking the knee, the limit probes up by this share of
+	// itself (at least one) per window while the RTT stays near the
+	// lowest seen, and steps back by one when it rises: it climbs back
+	// quickly from an undershoot and settles by single steps.
+	kneeStep = 0.1
 )
