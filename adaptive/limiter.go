@@ -138,11 +138,7 @@ func New(alg Algorithm, opts ...Option) (*Limiter, error) {
 		minSamp:  int64(cfg.minSamples),
 		pct:      cfg.percentile,
 	}
-	if e, ok := cfg.clock.(clock.Elapsed); ok {
-		l.since = e
-	} else {
-		l.since = subClock{cfg.clock}
-	}
+	l.since = clock.ElapsedOf(cfg.clock)
 	l.epoch = l.clk.Now()
 	l.h = new(hot)
 	l.h.state.Store(uint64(initial))
@@ -167,10 +163,6 @@ func isManual(c clock.Clock) bool {
 	_, ok := c.(*clock.Manual)
 	return ok
 }
-
-type subClock struct{ c clock.Clock }
-
-func (s subClock) Since(t time.Time) time.Duration { return s.c.Now().Sub(t) }
 
 // now returns the gate's time: nanoseconds since it was created. On the
 // system clock that is one monotonic clock read.

@@ -42,6 +42,21 @@ func Since(c Clock, t time.Time) time.Duration {
 	return c.Now().Sub(t)
 }
 
+// ElapsedOf returns c's Elapsed method when it has one, and otherwise an
+// Elapsed that measures with c.Now: for limiters that read elapsed time on
+// every request, so that the choice is made once, not per call.
+func ElapsedOf(c Clock) Elapsed {
+	if e, ok := c.(Elapsed); ok {
+		return e
+	}
+	return nowElapsed{c}
+}
+
+// nowElapsed measures elapsed time with a Clock's Now.
+type nowElapsed struct{ c Clock }
+
+func (n nowElapsed) Since(t time.Time) time.Duration { return n.c.Now().Sub(t) }
+
 // Manual is a virtual clock that moves only when Advance or Set is called.
 // It is safe for concurrent use. The zero value is not usable; call NewManual.
 type Manual struct {

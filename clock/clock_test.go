@@ -93,3 +93,24 @@ func BenchmarkSystemSince(b *testing.B) {
 		_ = clock.Since(c, start)
 	}
 }
+
+func TestElapsedOf(t *testing.T) {
+	m := clock.NewManual(time.Unix(100, 0))
+	e := clock.ElapsedOf(m)
+	m.Advance(3 * time.Second)
+	if got := e.Since(time.Unix(100, 0)); got != 3*time.Second {
+		t.Fatalf("manual: %v", got)
+	}
+	if e, ok := clock.ElapsedOf(clock.System()).(clock.Clock); !ok || e != clock.System() {
+		t.Fatal("the system clock's own Elapsed was not used")
+	}
+	n := clock.ElapsedOf(nowOnly{m})
+	if got := n.Since(time.Unix(100, 0)); got != 3*time.Second {
+		t.Fatalf("Now-only clock: %v", got)
+	}
+}
+
+// nowOnly is a Clock without an Elapsed method.
+type nowOnly struct{ c clock.Clock }
+
+func (n nowOnly) Now() time.Time { return n.c.Now() }

@@ -164,19 +164,11 @@ type timebase struct {
 func newTimebase(c clock.Clock) timebase {
 	tb := timebase{clk: c, sysClock: c == clock.System()}
 	_, tb.manual = c.(*clock.Manual)
-	if e, ok := c.(clock.Elapsed); ok {
-		tb.since = e
-	} else {
-		tb.since = subClock{c}
-	}
+	tb.since = clock.ElapsedOf(c)
 	tb.base = c.Now()
 	tb.baseNs = tb.base.UnixNano()
 	return tb
 }
-
-type subClock struct{ c clock.Clock }
-
-func (s subClock) Since(t time.Time) time.Duration { return s.c.Now().Sub(t) }
 
 // now returns the current time in Unix nanoseconds. On the system clock it
 // is one monotonic clock read.

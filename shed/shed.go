@@ -220,20 +220,12 @@ func New(gate *adaptive.Limiter, opts ...Option) (*Shedder, error) {
 		gate: gate, clk: cfg.clock, interval: int64(cfg.interval), rotation: int64(cfg.rotation),
 		tighten: cfg.tighten, relax: cfg.relax, reserve: cfg.reserve, obs: cfg.observer, sat: cfg.sat,
 	}
-	if e, ok := cfg.clock.(clock.Elapsed); ok {
-		s.since = e
-	} else {
-		s.since = subClock{cfg.clock}
-	}
+	s.since = clock.ElapsedOf(cfg.clock)
 	s.epoch = cfg.clock.Now()
 	s.cutoff.Store(int64(levels))
 	s.nextAt.Store(s.interval)
 	return s, nil
 }
-
-type subClock struct{ c clock.Clock }
-
-func (s subClock) Since(t time.Time) time.Duration { return s.c.Now().Sub(t) }
 
 // Level returns the level of a request of priority p from user at the
 // current time: p·Cohorts + cohort(user).
