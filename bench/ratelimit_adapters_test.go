@@ -113,6 +113,52 @@ func rlImpls() []rlImpl {
 	)
 }
 
+// allower is what the shared benchmark loops call: one decision for a key.
+type allower interface{ allow(key string) outcome }
+
+// rlSerial runs b.Loop on one goroutine, cycling through keys, and counts
+// the decisions of l that did not admit. It is generic so that every
+// implementation's allow is called the same way (one dictionary call).
+func rlSerial[L allower](b *testing.B, l L, keys []string) tally {
+	var c tally
+	i := 0
+	for b.Loop() {
+		if o := l.allow(keys[i]); o != admitted {
+			c.add(o)
+		}
+		if i++; i == len(keys) {
+			i = 0
+		}
+	}
+	return c
+}
+
+// rlParallel runs b.RunParallel, each goroutine cycling through keys from
+// its own offset (rlStart), and counts the decisions of l that did not
+// admit.
+func rlParallel[L allower](b *testing.B, l L, keys []string) tally {
+	var seq atomic.Uint64
+	var mu sync.Mutex
+	var total tally
+	b.RunParallel(func(pb *testing.PB) {
+		var c tally
+		i := rlStart(&seq, len(keys))
+		for pb.Next() {
+			if o := l.allow(keys[i]); o != admitted {
+				c.add(o)
+			}
+			if i++; i == len(keys) {
+				i = 0
+			}
+		}
+		mu.Lock()
+		total.refused += c.refused
+		total.failed += c.failed
+		mu.Unlock()
+	})
+	return total
+}
+
 // rlStart is a parallel goroutine's first key index: spread over the keys so
 // that goroutines do not walk in lockstep.
 func rlStart(seq *atomic.Uint64, n int) int { return int(seq.Add(7919) % uint64(n)) }
@@ -158,42 +204,8 @@ func (s sluiceKeyed) allow(key string) outcome {
 	return admitted
 }
 
-func (s sluiceKeyed) serial(b *testing.B, keys []string) tally {
-	var c tally
-	i := 0
-	for b.Loop() {
-		if o := s.allow(keys[i]); o != admitted {
-			c.add(o)
-		}
-		if i++; i == len(keys) {
-			i = 0
-		}
-	}
-	return c
-}
-
-func (s sluiceKeyed) parallel(b *testing.B, keys []string) tally {
-	var seq atomic.Uint64
-	var mu sync.Mutex
-	var total tally
-	b.RunParallel(func(pb *testing.PB) {
-		var c tally
-		i := rlStart(&seq, len(keys))
-		for pb.Next() {
-			if o := s.allow(keys[i]); o != admitted {
-				c.add(o)
-			}
-			if i++; i == len(keys) {
-				i = 0
-			}
-		}
-		mu.Lock()
-		total.refused += c.refused
-		total.failed += c.failed
-		mu.Unlock()
-	})
-	return total
-}
+func (s sluiceKeyed) serial(b *testing.B, keys []string) tally   { return rlSerial(b, s, keys) }
+func (s sluiceKeyed) parallel(b *testing.B, keys []string) tally { return rlParallel(b, s, keys) }
 
 func (sluiceKeyed) storedKeyLen(key string) int { return len(key) }
 func (sluiceKeyed) close()                      {}
@@ -228,42 +240,8 @@ func (s sethvargoKeyed) allow(key string) outcome {
 	return admitted
 }
 
-func (s sethvargoKeyed) serial(b *testing.B, keys []string) tally {
-	var c tally
-	i := 0
-	for b.Loop() {
-		if o := s.allow(keys[i]); o != admitted {
-			c.add(o)
-		}
-		if i++; i == len(keys) {
-			i = 0
-		}
-	}
-	return c
-}
-
-func (s sethvargoKeyed) parallel(b *testing.B, keys []string) tally {
-	var seq atomic.Uint64
-	var mu sync.Mutex
-	var total tally
-	b.RunParallel(func(pb *testing.PB) {
-		var c tally
-		i := rlStart(&seq, len(keys))
-		for pb.Next() {
-			if o := s.allow(keys[i]); o != admitted {
-				c.add(o)
-			}
-			if i++; i == len(keys) {
-				i = 0
-			}
-		}
-		mu.Lock()
-		total.refused += c.refused
-		total.failed += c.failed
-		mu.Unlock()
-	})
-	return total
-}
+func (s sethvargoKeyed) serial(b *testing.B, keys []string) tally   { return rlSerial(b, s, keys) }
+func (s sethvargoKeyed) parallel(b *testing.B, keys []string) tally { return rlParallel(b, s, keys) }
 
 func (sethvargoKeyed) storedKeyLen(key string) int { return len(key) }
 
@@ -296,42 +274,8 @@ func (x xtimeKeyed) allow(key string) outcome {
 	return admitted
 }
 
-func (x xtimeKeyed) serial(b *testing.B, keys []string) tally {
-	var c tally
-	i := 0
-	for b.Loop() {
-		if o := x.allow(keys[i]); o != admitted {
-			c.add(o)
-		}
-		if i++; i == len(keys) {
-			i = 0
-		}
-	}
-	return c
-}
-
-func (x xtimeKeyed) parallel(b *testing.B, keys []string) tally {
-	var seq atomic.Uint64
-	var mu sync.Mutex
-	var total tally
-	b.RunParallel(func(pb *testing.PB) {
-		var c tally
-		i := rlStart(&seq, len(keys))
-		for pb.Next() {
-			if o := x.allow(keys[i]); o != admitted {
-				c.add(o)
-			}
-			if i++; i == len(keys) {
-				i = 0
-			}
-		}
-		mu.Lock()
-		total.refused += c.refused
-		total.failed += c.failed
-		mu.Unlock()
-	})
-	return total
-}
+func (x xtimeKeyed) serial(b *testing.B, keys []string) tally   { return rlSerial(b, x, keys) }
+func (x xtimeKeyed) parallel(b *testing.B, keys []string) tally { return rlParallel(b, x, keys) }
 
 func (xtimeKeyed) storedKeyLen(key string) int { return len(key) }
 func (xtimeKeyed) close()                      {}
@@ -373,42 +317,8 @@ func (t throttledKeyed) allow(key string) outcome {
 	return admitted
 }
 
-func (t throttledKeyed) serial(b *testing.B, keys []string) tally {
-	var c tally
-	i := 0
-	for b.Loop() {
-		if o := t.allow(keys[i]); o != admitted {
-			c.add(o)
-		}
-		if i++; i == len(keys) {
-			i = 0
-		}
-	}
-	return c
-}
-
-func (t throttledKeyed) parallel(b *testing.B, keys []string) tally {
-	var seq atomic.Uint64
-	var mu sync.Mutex
-	var total tally
-	b.RunParallel(func(pb *testing.PB) {
-		var c tally
-		i := rlStart(&seq, len(keys))
-		for pb.Next() {
-			if o := t.allow(keys[i]); o != admitted {
-				c.add(o)
-			}
-			if i++; i == len(keys) {
-				i = 0
-			}
-		}
-		mu.Lock()
-		total.refused += c.refused
-		total.failed += c.failed
-		mu.Unlock()
-	})
-	return total
-}
+func (t throttledKeyed) serial(b *testing.B, keys []string) tally   { return rlSerial(b, t, keys) }
+func (t throttledKeyed) parallel(b *testing.B, keys []string) tally { return rlParallel(b, t, keys) }
 
 func (throttledKeyed) storedKeyLen(key string) int { return len(key) }
 func (throttledKeyed) close()                      {}
@@ -441,42 +351,8 @@ func (u ululeKeyed) allow(key string) outcome {
 	return admitted
 }
 
-func (u ululeKeyed) serial(b *testing.B, keys []string) tally {
-	var c tally
-	i := 0
-	for b.Loop() {
-		if o := u.allow(keys[i]); o != admitted {
-			c.add(o)
-		}
-		if i++; i == len(keys) {
-			i = 0
-		}
-	}
-	return c
-}
-
-func (u ululeKeyed) parallel(b *testing.B, keys []string) tally {
-	var seq atomic.Uint64
-	var mu sync.Mutex
-	var total tally
-	b.RunParallel(func(pb *testing.PB) {
-		var c tally
-		i := rlStart(&seq, len(keys))
-		for pb.Next() {
-			if o := u.allow(keys[i]); o != admitted {
-				c.add(o)
-			}
-			if i++; i == len(keys) {
-				i = 0
-			}
-		}
-		mu.Lock()
-		total.refused += c.refused
-		total.failed += c.failed
-		mu.Unlock()
-	})
-	return total
-}
+func (u ululeKeyed) serial(b *testing.B, keys []string) tally   { return rlSerial(b, u, keys) }
+func (u ululeKeyed) parallel(b *testing.B, keys []string) tally { return rlParallel(b, u, keys) }
 
 // storedKeyLen: the store keeps "limiter:" + key.
 func (ululeKeyed) storedKeyLen(key string) int { return len(ulule.DefaultPrefix) + 1 + len(key) }
