@@ -53,6 +53,20 @@ func (b *breaker) allow(now time.Time) bool {
 	return b.openUntil.CompareAndSwap(until, t+int64(b.cooldown))
 }
 
+// allowNow is allow at the current time; it reads the clock only while the
+// breaker is open, so a closed breaker costs one atomic load per call.
+func (b *breaker) allowNow() bool {
+	if b.threshold == 0 || b.openUntil.Load() == 0 {
+		return true
+	}
+	return b.allow(time.Now())
+}
+
+// openNow is open at the current time, reading the clock only if needed.
+func (b *breaker) openNow() bool {
+	return b.openUntil.Load() != 0 && b.open(time.Now())
+}
+
 // failure records a failed call.
 func (b *breaker) failure(now time.Time) {
 	if b.threshold == 0 {

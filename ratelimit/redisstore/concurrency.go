@@ -127,7 +127,7 @@ func (c *Concurrency) Acquire(ctx context.Context, key string) (Lease, ratelimit
 	crand.Read(raw[:])
 	id := hex.EncodeToString(raw[:])
 	res := ratelimit.Result{Limit: c.max}
-	if !c.s.brk.allow(time.Now()) {
+	if !c.s.brk.allowNow() {
 		res, err := c.degraded(res, ErrBreakerOpen)
 		return Lease{}, res, err
 	}
@@ -177,7 +177,7 @@ func (l Lease) Release(ctx context.Context) (bool, error) {
 	if l.c == nil {
 		return false, nil
 	}
-	if l.c.s.brk.open(time.Now()) {
+	if l.c.s.brk.openNow() {
 		return false, ErrBreakerOpen
 	}
 	cctx, cancel := l.c.s.callCtx(ctx)
@@ -194,7 +194,7 @@ func (l Lease) Renew(ctx context.Context) (bool, error) {
 	if l.c == nil {
 		return false, nil
 	}
-	if l.c.s.brk.open(time.Now()) {
+	if l.c.s.brk.openNow() {
 		return false, ErrBreakerOpen
 	}
 	cctx, cancel := l.c.s.callCtx(ctx)

@@ -88,6 +88,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -153,8 +154,8 @@ type Store struct {
 	cache      *refusalCache
 	scripts    [6]*redis.Script // by algorithm; 0: all five, for batches
 
-	mu       sync.RWMutex
-	policies map[ratelimit.Policy]*policy
+	policies  sync.Map // ratelimit.Policy → *policy
+	npolicies atomic.Int64
 }
 
 // policy is a Policy in the scripts' arithmetic.
@@ -209,7 +210,6 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		failure:    cfg.failure,
 		onError:    cfg.onError,
 		brk:        breaker{threshold: int32(cfg.breakerFailures), cooldown: cfg.breakerCooldown},
-		policies:   make(map[ratelimit.Policy]*policy),
 	}
 	_, s.cluster = client.(*redis.ClusterClient)
 	_, s.ring = client.(*redis.Ring)
@@ -270,22 +270,25 @@ func (s *Store) Preload(ctx context.Context) error {
 	return load(ctx, s.client)
 }
 
-// policyOf returns the scripts' form of p, checking it once.
+// policyOf returns the scripts' form of p, checking it once. The lookup on
+// the hot path takes no lock (a sync.Map read); at most maxPolicies are
+// kept, later ones are converted on every call.
 func (s *Store) policyOf(p *ratelimit.Policy) *policy {
-	s.mu.RLock()
-	q := s.policies[*p]
-	s.mu.RUnlock()
-	if q != nil {
-		return q
+	if q, ok := s.policies.Load(*p); ok {
+		return q.(*policy)
 	}
-	q = toPolicy(*p)
-	s.mu.Lock()
-	if len(s.policies) < 1<<12 {
-		s.policies[*p] = q
+	q := toPolicy(*p)
+	if s.npolicies.Load() < maxPolicies {
+		if prev, loaded := s.policies.LoadOrStore(*p, q); loaded {
+			return prev.(*policy)
+		}
+		s.npolicies.Add(1)
 	}
-	s.mu.Unlock()
 	return q
 }
+
+// maxPolicies bounds the policies a Store remembers.
+const maxPolicies = 1 << 12
 
 // toPolicy converts p to microseconds and checks that the scripts decide it
 // exactly.
@@ -407,7 +410,7 @@ func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Reque
 	}
 	if len(reqs) == 1 && reqs[0].Op == ratelimit.OpAllow && leanScripts[int(alg)] != nil {
 		key := s.redisKey(reqs[0].Key, pols[0])
-		if !s.brk.allow(time.Now()) {
+		if !s.brk.allowNow() {
 			return s.degrade(ctx, now, reqs, ErrBreakerOpen)
 		}
 		return s.applyLean(ctx, now, reqs, pols[0], key, gen)
@@ -419,7 +422,7 @@ func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Reque
 	if err := s.sameNode(keys); err != nil {
 		return err
 	}
-	if !s.brk.allow(time.Now()) {
+	if !s.brk.allowNow() {
 		return s.degrade(ctx, now, reqs, ErrBreakerOpen)
 	}
 	args := make([]any, 0, 2+fieldsPerRequest*len(reqs))
