@@ -12,6 +12,12 @@ import "github.com/redis/go-redis/v9"
 //
 // and returns {allowed, remaining, retry µs, reset µs}. A refused request
 // writes nothing. The division helper is fdm of scripts.go, inlined.
+//
+// This is the one place where the arithmetic is written a second time (the
+// conformance suite checks both copies against package ratelimit): building
+// these scripts from scripts.go's algorithm tables instead was measured at
+// 16–19 µs of Redis CPU per decision against 10–12 µs for these, because
+// Lua re-creates every table and closure of a script on each call.
 const leanPrelude = `
 local now = tonumber(ARGV[1])
 if now < 0 then local t = redis.call('TIME'); now = tonumber(t[1]) * 1000000 + tonumber(t[2]) end
