@@ -48,7 +48,10 @@ var errNoState = errors.New("sluice/ratelimit: SlidingLog keeps a log per key, n
 // refused request leaves the state as it was; n = 0 asks without taking. The
 // zero State returned means the key is back to a fresh key's state and may be
 // dropped. A Store that keeps State elsewhere must reproduce exactly these
-// decisions. Decide returns an error for SlidingLog and for an n outside
+// decisions. A now earlier than the instant s describes (a clock read before
+// another decision on the key) is decided at that instant, so that no refill
+// is counted twice and no newer window's count reset; the waits returned
+// are measured from now. Decide returns an error for SlidingLog and for an n outside
 // [0, Burst].
 func (p Policy) Decide(s State, now int64, n int) (State, Result, error) {
 	if p.alg == SlidingLog {
@@ -98,14 +101,62 @@ func (p Policy) Refund(s State, now int64, n int, mark State) (State, error) {
 // take dispatches to the algorithm. Requires 0 ≤ n ≤ burst and
 // p.alg != SlidingLog.
 func (p *Policy) take(s State, now, n int64) (State, outcome) {
+	t := p.keyTime(s, now)
+	var next State
+	var o outcome
 	switch p.alg {
 	case FixedWindow:
-		return p.fixedWindow(s, now, n)
+		next, o = p.fixedWindow(s, t, n)
 	case SlidingWindow:
-		return p.slidingWindow(s, now, n)
+		next, o = p.slidingWindow(s, t, n)
 	default:
-		return p.bucket(s, now, n)
+		next, o = p.bucket(s, t, n)
 	}
+	if lag := t - now; lag > 0 {
+		o = o.later(lag)
+	}
+	return next, o
+}
+
+// keyTime is the time at which a request at now is decided for a key in
+// state s: now, or the instant the state describes when that is later.
+// Time can read earlier than a key's last decision: a goroutine that read
+// the clock before another decided on the same key, a store whose clock was
+// set back. Deciding at the earlier time would count a bucket's refill a
+// second time or reset a newer window's count, admitting more than the
+// limit; decided at the key's time, the request queues behind the decisions
+// already made. GCRA needs no help: an earlier now only makes TAT − now
+// larger, so it is decided at now.
+//
+//	FixedWindow, SlidingWindow:  max(now, A·Period)   (the start of the state's window)
+//	TokenBucket:                 max(now, B) when A > 0 (when the units were counted)
+//	SlidingLog:                  max(now, newest stamp) (see logTime)
+func (p *Policy) keyTime(s State, now int64) int64 {
+	switch {
+	case s == State{}:
+		return now
+	case p.alg == FixedWindow || p.alg == SlidingWindow:
+		if w, _ := floorDivMod(now, p.period); w < s.A {
+			return s.A * p.period
+		}
+	case p.alg == TokenBucket:
+		if s.A > 0 && s.B > now {
+			return s.B
+		}
+	}
+	return now
+}
+
+// later is the outcome o of a decision made lag after the caller's time
+// (see keyTime), with its waits measured from the caller's time.
+func (o outcome) later(lag int64) outcome {
+	if o.retryAfter > 0 {
+		o.retryAfter += lag
+	}
+	if o.resetAfter > 0 {
+		o.resetAfter += lag
+	}
+	return o
 }
 
 // fixedWindow admits n units at now iff
@@ -262,17 +313,20 @@ func (p *Policy) fromDeficit(d, now int64) State {
 // reserve is the leaky bucket as a queue: it takes n tokens at now even
 // when the bucket does not hold them, running into debt, and returns the
 // delay after which the request may go, ⌈(D + n·p − cap)/r⌉ (0 if the tokens
-// are there). It refuses, changing nothing, when the delay would exceed
+// are there; decided at keyTime, plus the lag when there is a delay). It refuses, changing nothing, when the delay would exceed
 // maxWait or the debt would exceed the arithmetic's bound. The mark records
 // D' and now, to refund the reservation later. Buckets only.
 func (p *Policy) reserve(s State, now, n, maxWait int64) (next State, ok bool, delay int64, mark State) {
+	t := p.keyTime(s, now)
+	lag := t - now
+	now = t
 	d := p.deficit(s, now)
 	need := d + n*p.p
 	if need > maxUnits {
-		return s, false, ceilDiv(need-p.cap, p.r), State{}
+		return s, false, ceilDiv(need-p.cap, p.r) + lag, State{}
 	}
 	if need > p.cap {
-		delay = ceilDiv(need-p.cap, p.r)
+		delay = ceilDiv(need-p.cap, p.r) + lag
 	}
 	if delay > maxWait {
 		return s, false, delay, State{}
@@ -285,20 +339,31 @@ func (p *Policy) reserve(s State, now, n, maxWait int64) (next State, ok bool, d
 // units taken since the reservation, and nothing once the reservation's
 // delay has passed (its tokens are spent). Buckets only.
 func (p *Policy) refund(s State, now, n int64, m State) State {
+	now = p.keyTime(s, now)
 	if m.A <= p.cap {
-		return s // it went at once: spent
+		return p.settled(s, now) // it went at once: spent
 	}
 	el := max(0, now-m.B)
 	if el >= ceilDiv(m.A-p.cap, p.r) {
-		return s // its delay has passed: spent
+		return p.settled(s, now) // its delay has passed: spent
 	}
 	md := m.A - el*p.r // what the reservation alone would still leave missing
 	d := p.deficit(s, now)
 	give := n*p.p - max(0, d-md)
 	if give <= 0 {
-		return s
+		return p.settled(s, now)
 	}
 	return p.fromDeficit(d-give, now)
+}
+
+// settled returns s, or the zero State if the bucket is full at now: a
+// refund that gives nothing back still leaves a fresh key's state as the
+// zero State, as every other decision does.
+func (p *Policy) settled(s State, now int64) State {
+	if p.deficit(s, now) <= 0 {
+		return State{}
+	}
+	return s
 }
 
 // stampLog is a SlidingLog key's state: the instants of the units admitted
@@ -341,6 +406,15 @@ func (l *stampLog) push(t int64, k, limit int) {
 // pop removes the k newest entries (an undone admission).
 func (l *stampLog) pop(k int) { l.n -= k }
 
+// logTime is keyTime for a log: max(now, its newest stamp), so that stamps
+// stay in order and a request with an earlier time is decided behind them.
+func (p *Policy) logTime(l *stampLog, now int64) int64 {
+	if l.n > 0 {
+		return max(now, l.at(l.n-1))
+	}
+	return now
+}
+
 // slidingLog admits n units at now iff, with c the units admitted in the
 // half-open window (now − Period, now],
 //
@@ -350,7 +424,13 @@ func (l *stampLog) pop(k int) { l.n -= k }
 // admitted when the (c + n − Rate)-th oldest stamp t leaves the window,
 // RetryAfter = t + Period − now; the key is fresh when its newest stamp t
 // leaves, ResetAfter = t + Period − now.
+//
+// It is decided at logTime (a later time when now reads earlier than the
+// newest stamp), its waits measured from now.
 func (p *Policy) slidingLog(l *stampLog, now, n int64) outcome {
+	t := p.logTime(l, now)
+	lag := t - now
+	now = t
 	cutoff := now - p.period
 	for l.n > 0 && l.ts[l.head] <= cutoff {
 		l.head++
@@ -363,8 +443,8 @@ func (p *Policy) slidingLog(l *stampLog, now, n int64) outcome {
 	if c+n > p.burst {
 		return outcome{
 			remaining:  p.burst - c,
-			retryAfter: l.at(int(c+n-p.burst-1)) + p.period - now,
-			resetAfter: l.at(l.n-1) + p.period - now,
+			retryAfter: l.at(int(c+n-p.burst-1)) + p.period - now + lag,
+			resetAfter: l.at(l.n-1) + p.period - now + lag,
 		}
 	}
 	if n > 0 {
@@ -372,7 +452,7 @@ func (p *Policy) slidingLog(l *stampLog, now, n int64) outcome {
 	}
 	o := outcome{allowed: true, remaining: p.burst - int64(l.n)}
 	if l.n > 0 {
-		o.resetAfter = l.at(l.n-1) + p.period - now
+		o.resetAfter = l.at(l.n-1) + p.period - now + lag
 	}
 	return o
 }

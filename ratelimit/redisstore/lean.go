@@ -34,13 +34,16 @@ local v = redis.call('GET', k)
 
 // leanFixedWindow is ratelimit's fixedWindow; state "w c".
 const leanFixedWindow = leanPrelude + `
-local w, e = fdm(now, P)
-local toEnd = P - e
-local c = 0
+local sw, c, lag = nil, 0, 0
 if v then
   local sp = string.find(v, ' ', 1, true)
-  if tonumber(string.sub(v, 1, sp - 1)) == w then c = tonumber(string.sub(v, sp + 1)) end
+  sw = tonumber(string.sub(v, 1, sp - 1))
+  if sw * P > now then lag = sw * P - now; now = sw * P end -- keyTime
+  c = tonumber(string.sub(v, sp + 1))
 end
+local w, e = fdm(now, P)
+local toEnd = P - e + lag
+if sw ~= w then c = 0 end
 if n > b - c then return {0, b - c, toEnd, toEnd} end
 c = c + n
 if c == 0 then
@@ -53,35 +56,39 @@ return {1, b - c, 0, toEnd}
 
 // leanSlidingWindow is ratelimit's slidingWindow; state "w prev curr".
 const leanSlidingWindow = leanPrelude + `
-local w, e = fdm(now, P)
-local prev, curr = 0, 0
+local prev, curr, lag = 0, 0, 0
+local w, e
 if v then
   local s1 = string.find(v, ' ', 1, true)
   local s2 = string.find(v, ' ', s1 + 1, true)
   local sw = tonumber(string.sub(v, 1, s1 - 1))
+  if sw * P > now then lag = sw * P - now; now = sw * P end -- keyTime
+  w, e = fdm(now, P)
   if sw == w then prev, curr = tonumber(string.sub(v, s1 + 1, s2 - 1)), tonumber(string.sub(v, s2 + 1))
   elseif sw == w - 1 then prev = tonumber(string.sub(v, s2 + 1)) end
+else
+  w, e = fdm(now, P)
 end
 local weight, m = fdm(prev * (P - e), P)
 if m > 0 then weight = weight + 1 end
 if curr + n + weight > b then
-  local reset = P - e
-  if curr > 0 then reset = 2 * P - e end
+  local reset = P - e + lag
+  if curr > 0 then reset = 2 * P - e + lag end
   local rem = math.max(0, b - curr - weight)
   local a = b - curr - n
   if a >= 0 then
     local kk = fdm(a * P, prev)
-    if kk > 0 then return {0, rem, P - kk - e, reset} end
+    if kk > 0 then return {0, rem, P - kk - e + lag, reset} end
   end
   local x = 0
   a = b - n
   if curr > a then x = P - fdm(a * P, curr) end
-  return {0, rem, P - e + x, reset}
+  return {0, rem, P - e + x + lag, reset}
 end
 curr = curr + n
 local rem = b - curr - weight
 local reset = 0
-if curr > 0 then reset = 2 * P - e elseif prev > 0 then reset = P - e end
+if curr > 0 then reset = 2 * P - e + lag elseif prev > 0 then reset = P - e + lag end
 if reset == 0 then
   if v then redis.call('DEL', k) end
   return {1, rem, 0, 0}
@@ -94,13 +101,14 @@ return {1, rem, 0, reset}
 // (state "tat fraction"); GCRA is set by the prefix below.
 const leanBucket = `
 local r, per, cap = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local d = 0
+local d, lag = 0, 0
 if v then
   local sp = string.find(v, ' ', 1, true)
   local a, s = tonumber(string.sub(v, 1, sp - 1)), tonumber(string.sub(v, sp + 1))
   if GCRA then
     if a >= now then d = (a - now) * r + s end
   elseif a > 0 then
+    if s > now then lag = s - now; now = s end -- keyTime
     local el = now - s
     if el <= 0 then d = a
     elseif el <= fdm(a, r) then d = a - el * r end
@@ -112,10 +120,12 @@ if need > cap then
   if m > 0 then q = q + 1 end
   local z, mz = fdm(d, r)
   if mz > 0 then z = z + 1 end
-  return {0, fdm(math.max(0, cap - d), per), q, z}
+  if z > 0 then z = z + lag end
+  return {0, fdm(math.max(0, cap - d), per), q + lag, z}
 end
 local reset, mr = fdm(need, r)
 if mr > 0 then reset = reset + 1 end
+if reset > 0 then reset = reset + lag end
 if need <= 0 then
   if v then redis.call('DEL', k) end
   return {1, fdm(cap, per), 0, 0}

@@ -48,6 +48,10 @@ local function cdiv(a, b)
   if r > 0 then q = q + 1 end
   return q
 end
+local function later(lag, x) -- a wait measured from the caller's time (keyTime)
+  if x > 0 then return x + lag end
+  return x
+end
 local function num(s) return tonumber(s) end
 local function str(x) return string.format('%.0f', x) end
 local ALG = {}
@@ -61,14 +65,16 @@ ALG[1] = {
   save = function(k, s) return str(s[1]) .. ' ' .. str(s[2]) end,
   take = function(q, s, now, n)
     local P, b = q.P, q.b
+    local lag = 0
+    if s and s[1] * P > now then lag = s[1] * P - now; now = s[1] * P end -- keyTime
     local w, e = fdm(now, P)
     local toEnd = P - e
     local c = 0
     if s and s[1] == w then c = s[2] end
-    if n > b - c then return s, false, b - c, toEnd, toEnd end
+    if n > b - c then return s, false, b - c, toEnd + lag, toEnd + lag end
     c = c + n
     if c == 0 then return nil, true, b, 0, 0 end
-    return {w, c}, true, b - c, 0, toEnd
+    return {w, c}, true, b - c, 0, toEnd + lag
   end,
 }
 `
@@ -81,6 +87,8 @@ ALG[3] = {
   save = function(k, s) return str(s[1]) .. ' ' .. str(s[2]) .. ' ' .. str(s[3]) end,
   take = function(q, s, now, n)
     local P, b = q.P, q.b
+    local lag = 0
+    if s and s[1] * P > now then lag = s[1] * P - now; now = s[1] * P end -- keyTime
     local w, e = fdm(now, P)
     local prev, curr = 0, 0
     if s then
@@ -93,17 +101,17 @@ ALG[3] = {
       local a = b - curr - n
       if a >= 0 then
         local k = fdm(a * P, prev)
-        if k > 0 then return s, false, math.max(0, b - curr - weight), P - k - e, reset end
+        if k > 0 then return s, false, math.max(0, b - curr - weight), P - k - e + lag, reset + lag end
       end
       local x = 0
       a = b - n
       if curr > a then x = P - fdm(a * P, curr) end
-      return s, false, math.max(0, b - curr - weight), P - e + x, reset
+      return s, false, math.max(0, b - curr - weight), P - e + x + lag, reset + lag
     end
     curr = curr + n
     local rem = b - curr - weight
-    if curr > 0 then return {w, prev, curr}, true, rem, 0, 2 * P - e end
-    if prev > 0 then return {w, prev, curr}, true, rem, 0, P - e end
+    if curr > 0 then return {w, prev, curr}, true, rem, 0, 2 * P - e + lag end
+    if prev > 0 then return {w, prev, curr}, true, rem, 0, P - e + lag end
     return nil, true, rem, 0, 0
   end,
 }
@@ -131,29 +139,40 @@ local function bucketAlg(gcra)
     if el > fdm(d, q.r) then return 0 end
     return d - el * q.r
   end
+  local function keyTime(s, now)
+    if not gcra and s and s[1] > 0 and s[2] > now then return s[2] end
+    return now
+  end
   local function fromDeficit(q, d, now)
     if d <= 0 then return nil end
     if gcra then local w, f = fdm(d, q.r); return {now + w, f} end
     return {d, now}
   end
   B.take = function(q, s, now, n)
+    local t = keyTime(s, now)
+    local lag = t - now
+    now = t
     local d = deficit(q, s, now)
     local need = d + n * q.p
     if need > q.cap then
-      return s, false, fdm(math.max(0, q.cap - d), q.p), cdiv(need - q.cap, q.r), cdiv(d, q.r)
+      return s, false, fdm(math.max(0, q.cap - d), q.p), cdiv(need - q.cap, q.r) + lag, later(lag, cdiv(d, q.r))
     end
-    return fromDeficit(q, need, now), true, fdm(q.cap - need, q.p), 0, cdiv(need, q.r)
+    return fromDeficit(q, need, now), true, fdm(q.cap - need, q.p), 0, later(lag, cdiv(need, q.r))
   end
   B.reserve = function(q, s, now, n, maxWait)
+    local t = keyTime(s, now)
+    local lag = t - now
+    now = t
     local d = deficit(q, s, now)
     local need = d + n * q.p
-    if need > MAXUNITS then return s, false, cdiv(need - q.cap, q.r), 0, 0 end
+    if need > MAXUNITS then return s, false, cdiv(need - q.cap, q.r) + lag, 0, 0 end
     local delay = 0
-    if need > q.cap then delay = cdiv(need - q.cap, q.r) end
+    if need > q.cap then delay = cdiv(need - q.cap, q.r) + lag end
     if maxWait >= 0 and delay > maxWait then return s, false, delay, 0, 0 end
     return fromDeficit(q, need, now), true, delay, need, now
   end
   B.refund = function(q, s, now, n, mA, mB)
+    now = keyTime(s, now)
     if mA <= q.cap then return s end
     local el = math.max(0, now - mB)
     if el >= cdiv(mA - q.cap, q.r) then return s end
@@ -188,7 +207,7 @@ local F = 12
 local pending, order, out, undo = {}, {}, {now, 0}, {}
 local refused = false
 local function logAt(pk, k, j) -- the j-th oldest stamp (0-based) of a log
-  if j >= pk.c then return now end
+  if j >= pk.c then return pk.t end
   return num(redis.call('ZRANGE', k, j, j, 'WITHSCORES')[2])
 end
 local function logState(pk, k, add) -- remaining and reset of a log holding add pending units
@@ -207,7 +226,11 @@ for i, k in ipairs(KEYS) do
   if not pk then
     pk = {alg = A, q = q}
     if A.log then
-      redis.call('ZREMRANGEBYSCORE', k, '-inf', str(now - q.P))
+      -- Decided at logTime: now, or the newest stamp if later.
+      local top = redis.call('ZRANGE', k, -1, -1, 'WITHSCORES')
+      pk.t = now
+      if top[2] and num(top[2]) > now then pk.t = num(top[2]) end
+      redis.call('ZREMRANGEBYSCORE', k, '-inf', str(pk.t - q.P))
       pk.c, pk.add = redis.call('ZCARD', k), 0
     else
       pk.s = A.load(k)
@@ -273,7 +296,7 @@ for _, k in ipairs(order) do
       -- takes at most a few thousand values); a member already there (the
       -- clock went back) is skipped and another index taken, so every unit
       -- admitted is one member.
-      local t, i, added = str(now), pk.c, 0
+      local t, i, added = str(pk.t), pk.c, 0
       while added < pk.add do
         local args = {'NX'}
         for _ = 1, math.min(pk.add - added, 1000) do
