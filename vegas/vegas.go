@@ -205,8 +205,9 @@ func Queue(limit, noload, rtt float64) float64 {
 //	  above threshold(L)
 //	rtt > r·maxRTT                    →  L·r·maxRTT/rtt
 //	rtt in (0.9, 1]·r·maxRTT          →  L   (dead band)
-//	queue ≤ threshold(L), slow start  →  2L
-//	queue ≤ threshold(L) 3+ windows   →  L + beta(L)
+//	queue ≤ threshold(L), slow start  →  2L       (re-armed after 10 calm windows, not while a knee is set)
+//	queue ≤ threshold(L) 3+ windows,  →  L + beta(L)
+//	  no knee set
 //	queue ≤ threshold(L)              →  L + increase(L)
 //	queue ≤ beta(L), few refused      →  L + max(alpha(L), increase(L))
 //	queue < alpha(L)                  →  L + increase(L)
@@ -251,8 +252,12 @@ func (v *Vegas) Update(s adaptive.Sample) int {
 		switch {
 		case v.slowStart && full:
 			p = 2 * L
-		case v.calm >= 3:
-			p = L + v.beta(L) // the queue has stayed empty: grow fast
+		case v.calm >= 3 && v.knee == 0:
+			// The queue has stayed empty: grow fast, unless the service
+			// is known to be slower than it was (the knee is set): then
+			// its no-load RTT is a loaded one, the queue estimate reads
+			// low, and growing by beta would overshoot.
+			p = L + v.beta(L)
 		default:
 			p = L + v.increase(L) // one quiet window may be noise
 		}
@@ -270,10 +275,11 @@ func (v *Vegas) Update(s adaptive.Sample) int {
 		p = L
 	}
 	// Slow start re-arms after a calm spell, so that growing back after a
-	// recovery is exponential again.
+	// recovery is exponential again; not while the service is known to be
+	// slow (the knee is set: it is cleared when the RTT falls back).
 	if full && q <= v.threshold(L) && share <= v.dropTol {
 		v.calm++
-		if v.calm >= 10 {
+		if v.calm >= 10 && v.knee == 0 {
 			v.slowStart = true
 		}
 	} else {

@@ -199,3 +199,27 @@ func TestHeadroomOverPeaks(t *testing.T) {
 		t.Fatalf("limit %d: grew over peaks that queued", got)
 	}
 }
+
+// Once the service is known to be slower (the knee is set), a calm spell at
+// the knee's RTT grows the limit one step at a time: no slow start, no jump
+// by beta, which would overshoot and breach the bound the next window.
+func TestNoJumpsAtTheKnee(t *testing.T) {
+	d := newDriver(WithInitialLimit(64), WithMaxRTT(8*ms))
+	d.step(idle(5*ms, 5))
+	for range 30 {
+		d.step(overloaded(16 * ms)) // the service itself got slower than the bound
+	}
+	if d.v.knee == 0 {
+		t.Fatal("knee not learnt")
+	}
+	prev := d.limit
+	for i := range 40 {
+		// Windows at the no-load RTT (learnt while the service was slow):
+		// no queue, the gate full.
+		got := d.step(overloaded(time.Duration(d.v.noload)))
+		if got > prev+max(2, prev/10) {
+			t.Fatalf("window %d at the knee: limit jumped from %d to %d", i, prev, got)
+		}
+		prev = got
+	}
+}
