@@ -16,3 +16,17 @@ func ExampleManual() {
 	fmt.Println(clock.Since(c, start))
 	// Output: 250ms
 }
+
+// A Coarse clock for limiters that decide very often: readings are at most
+// about a millisecond old and cost one atomic load.
+func ExampleNewCoarse() {
+	c, err := clock.NewCoarse(time.Millisecond)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Stop()
+	start := c.Now()
+	fmt.Println(c.Since(start) >= 0, c.Resolution())
+	// Output: true 1ms
+}
