@@ -51,6 +51,8 @@ type Gradient struct {
 	hist      [4][2]float64 // the last windows' (max in flight, RTT)
 	histN     int
 	kneeRTT   float64 // ns: the lowest RTT while seeking the knee; 0 when not seeking
+	probeRTT  float64 // ns: the smoothed RTT when a dead-band probe began; 0 when not probing
+	probeWait int     // windows before the next dead-band probe
 	deadBand  float64
 	slowStart bool
 	// stale-baseline detection: the RTT and limit when the current run of
@@ -192,6 +194,8 @@ func (g *Gradient) Baseline() time.Duration { return time.Duration(g.baseline) }
 //	         or L − 1                the RTT: seek the knee (see futile)
 //	         = L · gradient          full (or drops) and gradient < 1
 //	         = L                     rtt within the dead band [0.9·bound, bound]
+//	         or L + max(1, L/10)     ... while many are refused and no knee is
+//	                                 set: probe (see probe)
 //	         = 2L                    full, gradient = 1, slow start
 //	         = L + headroom(L)       nearly full (MaxInFlight ≥ ¾L), gradient = 1
 //	         = L                     demand well below the limit: neither
@@ -251,11 +255,16 @@ func (g *Gradient) Update(s adaptive.Sample) int {
 		}
 	case grad < 1 && (full || share > g.dropLevel()):
 		g.slowStart = false
+		g.endProbe(true)
 		proposal = g.limit * grad
+	case grad >= 1 && full && g.knee == 0 && g.relief(s) == 1 && !g.growable(judged, s) && !g.growable(g.smoothed, s):
+		// In the dead band while many callers are refused.
+		proposal = g.probe()
 	case !(full || float64(s.MaxInFlight) >= nearFull*g.limit) || grad < 1 || !g.growable(max(judged, g.smoothed), s):
 		// Not full, or within the dead band just under the bound (judged
 		// also by the smoothed RTT, so one lucky window does not grow it):
 		// hold, rather than oscillate across the bound.
+		g.endProbe(false)
 		proposal = g.limit
 	case g.slowStart && full:
 		proposal = 2 * g.limit
@@ -270,6 +279,41 @@ func (g *Gradient) Update(s adaptive.Sample) int {
 	}
 	g.limit = max(1, next)
 	return int(math.Round(g.limit))
+}
+
+// probe is the dead band's rule while many callers are refused (full, and
+// at least 5% refused): the RTT sits just under the bound, but it may be the
+// service's own (a dependency wait that no concurrency changes), in which
+// case holding would refuse those callers for as long as it lasts. So
+//
+//	proposal = L + max(1, L/10)   while the smoothed RTT stays within 5% of
+//	                              its value when the probe began
+//	         = L / 1.1            when it rose (queueing): then no probe for
+//	                              probePause windows
+//
+// A probe that takes the RTT over the bound ends in the gradient rule,
+// which shrinks, and also pauses probing.
+func (g *Gradient) probe() float64 {
+	switch {
+	case g.probeWait > 0:
+		g.probeWait--
+		return g.limit
+	case g.probeRTT == 0:
+		g.probeRTT = g.smoothed
+	case g.smoothed > 1.05*g.probeRTT:
+		g.endProbe(true)
+		return g.limit / (1 + kneeStep)
+	}
+	return g.limit + max(1, kneeStep*g.limit)
+}
+
+// endProbe ends a dead-band probe, if one is under way; pause: it raised
+// the RTT, so wait before the next.
+func (g *Gradient) endProbe(pause bool) {
+	if g.probeRTT > 0 && pause {
+		g.probeWait = probePause
+	}
+	g.probeRTT = 0
 }
 
 // dropLevel is the drop share that is not read as congestion: the
@@ -424,4 +468,7 @@ const (
 	// lowest seen, and steps back by one when it rises: it climbs back
 	// quickly from an undershoot and settles by single steps.
 	kneeStep = 0.1
+	// probePause: after a dead-band probe raised the RTT, this many
+	// windows pass before the next (see probe).
+	probePause = 20
 )

@@ -264,3 +264,46 @@ func TestKneeNotLearntAcrossACapacityDrop(t *testing.T) {
 		t.Fatalf("knee %v, want the new regime's 7ms", k)
 	}
 }
+
+// A service whose RTT is its own (a dependency wait that concurrency does
+// not change) and sits just under WithMaxRTT: the dead band must not hold
+// the limit while most callers are refused. The probe climbs to the demand.
+func TestDeadBandProbesWhenTheRTTIsTheServices(t *testing.T) {
+	g := New(WithInitialLimit(16), WithSmoothing(1), WithMaxRTT(10*ms))
+	drive(g, idle(9700*time.Microsecond, 8))
+	// Demand is 120 in flight; the RTT is 9.7ms whatever the limit.
+	flat := func(l int) adaptive.Sample {
+		if l >= 120 {
+			return win(l, 120, 100, 9700*time.Microsecond, 0, 0)
+		}
+		return win(l, l, 100, 9700*time.Microsecond, 600, 0)
+	}
+	var got []int
+	for range 60 {
+		got = append(got, drive(g, flat)...)
+	}
+	if got[len(got)-1] < 120 {
+		t.Fatalf("limit %d after 60 windows with 86%% refused at a flat RTT under the bound (limits %v)", got[len(got)-1], got)
+	}
+}
+
+// Where more concurrency does raise the RTT (cores), a probe out of the
+// dead band is taken back and the limit stays near the bound.
+func TestDeadBandProbeBacksOffWhenTheRTTRises(t *testing.T) {
+	g := New(WithInitialLimit(20), WithSmoothing(1), WithMaxRTT(10*ms))
+	drive(g, idle(5*ms, 5))
+	// 16 cores, 5ms of service: the RTT reaches the bound (tolerance 1.5 ×
+	// the 5ms baseline) at 24 in flight.
+	cpu := func(l int) adaptive.Sample {
+		return win(l, l, 100, time.Duration(float64(5*ms)*max(1, float64(l)/16)), 600, 0)
+	}
+	var got []int
+	for range 300 {
+		got = append(got, drive(g, cpu)...)
+	}
+	for i, l := range got[50:] {
+		if l > 28 || l < 21 {
+			t.Fatalf("window %d: limit %d, want it near 24 (limits %v)", 50+i, l, got[50:])
+		}
+	}
+}
