@@ -406,6 +406,28 @@ func (l *stampLog) push(t int64, k, limit int) {
 // pop removes the k newest entries (an undone admission).
 func (l *stampLog) pop(k int) { l.n -= k }
 
+// drop removes the k oldest entries.
+func (l *stampLog) drop(k int) {
+	l.head += k
+	if l.head >= len(l.ts) {
+		l.head -= len(l.ts)
+	}
+	l.n -= k
+}
+
+// before returns how many entries are at or before t (they are in order).
+func (l *stampLog) before(t int64) int {
+	lo, hi := 0, l.n
+	for lo < hi {
+		if m := int(uint(lo+hi) >> 1); l.at(m) <= t {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
 // logTime is keyTime for a log: max(now, its newest stamp), so that stamps
 // stay in order and a request with an earlier time is decided behind them.
 func (p *Policy) logTime(l *stampLog, now int64) int64 {
@@ -426,31 +448,32 @@ func (p *Policy) logTime(l *stampLog, now int64) int64 {
 // leaves, ResetAfter = t + Period − now.
 //
 // It is decided at logTime (a later time when now reads earlier than the
-// newest stamp), its waits measured from now.
+// newest stamp), its waits measured from now. The stamps that have left the
+// window are dropped only when all have (the log is then a fresh key's) or
+// when units are admitted (their stamp, now, becomes the newest): a request
+// that admits nothing keeps them, so that one whose time reads earlier, and
+// is decided at the newest stamp, still counts them.
 func (p *Policy) slidingLog(l *stampLog, now, n int64) outcome {
 	t := p.logTime(l, now)
 	lag := t - now
 	now = t
-	cutoff := now - p.period
-	for l.n > 0 && l.ts[l.head] <= cutoff {
-		l.head++
-		if l.head == len(l.ts) {
-			l.head = 0
-		}
-		l.n--
+	old := l.before(now - p.period)
+	if old == l.n {
+		l.head, l.n, old = 0, 0, 0
 	}
-	c := int64(l.n)
+	c := int64(l.n - old)
 	if c+n > p.burst {
 		return outcome{
 			remaining:  p.burst - c,
-			retryAfter: l.at(int(c+n-p.burst-1)) + p.period - now + lag,
+			retryAfter: l.at(old+int(c+n-p.burst-1)) + p.period - now + lag,
 			resetAfter: l.at(l.n-1) + p.period - now + lag,
 		}
 	}
 	if n > 0 {
+		l.drop(old)
 		l.push(now, int(n), int(p.burst))
 	}
-	o := outcome{allowed: true, remaining: p.burst - int64(l.n)}
+	o := outcome{allowed: true, remaining: p.burst - c - n}
 	if l.n > 0 {
 		o.resetAfter = l.at(l.n-1) + p.period - now + lag
 	}

@@ -40,7 +40,9 @@ const (
 	// State: one timestamp, the theoretical arrival time (TAT), kept exactly
 	// (in nanoseconds plus a fraction). With emission interval
 	// T = Period/Rate and tolerance τ = (Burst−1)·T it admits exactly what
-	// TokenBucket admits for the same Limit.
+	// TokenBucket admits for the same Limit, as long as time does not read
+	// earlier than a key's last decision; when it does, GCRA is the
+	// stricter (see Policy.Decide).
 	GCRA
 )
 

@@ -138,3 +138,40 @@ func TestSteppedBackSlidingLog(t *testing.T) {
 		t.Fatalf("at T+1ms: %+v, want refused, 4 remaining, retry and reset 999ms", r)
 	}
 }
+
+// A request that admits nothing (refused, or a query of 0 units) does not
+// drop a sliding log's stamps that a later request whose time reads earlier
+// still counts: 5 units at T, 5 at T+500ms, then a refused request (or a
+// query) at T+1.2s, then a request at T+900ms, whose window (T−100ms,
+// T+900ms] already holds 10 units, must be refused.
+func TestSteppedBackSlidingLogAfterRefusal(t *testing.T) {
+	T := time.Unix(10, 0)
+	for _, later := range []int{6, 0} {
+		m, err := NewMemoryStore(10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := NewPolicy(SlidingLog, Limit{Rate: 10, Period: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		apply := func(at time.Time, n int) Result {
+			t.Helper()
+			reqs := []Request{{Key: "k", Policy: &p, N: n}}
+			if err := m.Apply(context.Background(), at, reqs); err != nil {
+				t.Fatal(err)
+			}
+			return reqs[0].Result
+		}
+		apply(T, 5)
+		apply(T.Add(500*time.Millisecond), 5)
+		apply(T.Add(1200*time.Millisecond), later)
+		if q := apply(T.Add(1200*time.Millisecond), 0); !q.Allowed || q.Remaining != 5 || q.ResetAfter != 300*time.Millisecond {
+			t.Errorf("query at T+1.2s: %+v, want 5 remaining, reset 300ms", q)
+		}
+		r := apply(T.Add(900*time.Millisecond), 5)
+		if r.Allowed || r.Remaining != 0 || r.RetryAfter != 100*time.Millisecond || r.ResetAfter != 600*time.Millisecond {
+			t.Errorf("%d units at T+1.2s, then 5 at T+900ms: %+v, want refused, 0 remaining, retry 100ms, reset 600ms", later, r)
+		}
+	}
+}

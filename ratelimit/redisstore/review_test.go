@@ -155,9 +155,14 @@ func TestSlidingLogMembersUnique(t *testing.T) {
 		return reqs[0].Result
 	}
 	t1 := t0.Add(500 * time.Millisecond)
-	apply(t0, 3)                                                 // t0:1..3
-	apply(t1, 1)                                                 // t1:4
-	apply(t0.Add(time.Second+time.Microsecond), 0)               // prunes t0's three: t1:4 is left
+	apply(t0, 3) // t0:1..3
+	apply(t1, 1) // t1:4
+	// A batch that admits a unit, which drops t0's three (out of its
+	// window), and is refused by its second request: t1:4 is left.
+	batch := []ratelimit.Request{{Key: "k", Policy: &p, N: 1}, {Key: "k", Policy: &p, N: 10}}
+	if err := s.Apply(ctx, t0.Add(time.Second+time.Microsecond), batch); err != nil || batch[1].Result.Allowed {
+		t.Fatalf("batch: %+v, %v; want refused", batch, err)
+	}
 	if res := apply(t1, 3); !res.Allowed || res.Remaining != 6 { // t1 again: t1:2..4 would collide
 		t.Fatalf("back at t1: %+v, want admitted with 6 remaining", res)
 	}

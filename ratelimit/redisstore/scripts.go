@@ -206,9 +206,9 @@ local minTTL = num(ARGV[2])
 local F = 12
 local pending, order, out, undo = {}, {}, {now, 0}, {}
 local refused = false
-local function logAt(pk, k, j) -- the j-th oldest stamp (0-based) of a log
+local function logAt(pk, k, j) -- the j-th oldest stamp (0-based) in a log's window
   if j >= pk.c then return pk.t end
-  return num(redis.call('ZRANGE', k, j, j, 'WITHSCORES')[2])
+  return num(redis.call('ZRANGE', k, pk.old + j, pk.old + j, 'WITHSCORES')[2])
 end
 local function logState(pk, k, add) -- remaining and reset of a log holding add pending units
   local c = pk.c + add
@@ -226,12 +226,18 @@ for i, k in ipairs(KEYS) do
   if not pk then
     pk = {alg = A, q = q}
     if A.log then
-      -- Decided at logTime: now, or the newest stamp if later.
+      -- Decided at logTime: now, or the newest stamp if later. The pk.old
+      -- oldest stamps, out of its window, are dropped only if all are or
+      -- when units are admitted (see slidingLog); pk.c are in the window.
       local top = redis.call('ZRANGE', k, -1, -1, 'WITHSCORES')
-      pk.t = now
-      if top[2] and num(top[2]) > now then pk.t = num(top[2]) end
-      redis.call('ZREMRANGEBYSCORE', k, '-inf', str(pk.t - q.P))
-      pk.c, pk.add = redis.call('ZCARD', k), 0
+      pk.t, pk.old, pk.c, pk.add = now, 0, 0, 0
+      if top[2] then
+        if num(top[2]) > now then pk.t = num(top[2]) end
+        pk.cut = str(pk.t - q.P)
+        pk.old = redis.call('ZCOUNT', k, '-inf', pk.cut)
+        pk.c = redis.call('ZCARD', k) - pk.old
+        if pk.c == 0 then redis.call('DEL', k); pk.old = 0 end
+      end
     else
       pk.s = A.load(k)
     end
@@ -247,6 +253,7 @@ for i, k in ipairs(KEYS) do
       rem, retry, reset = b - c, logAt(pk, k, c + n - b - 1) + P - now, logAt(pk, k, c - 1) + P - now
     else
       allowed = true
+      if n > 0 and pk.old > 0 then redis.call('ZREMRANGEBYSCORE', k, '-inf', pk.cut); pk.old = 0 end
       pk.add = pk.add + n
       rem, reset = logState(pk, k, pk.add)
       if n > 0 then undo[i] = u end
@@ -306,7 +313,7 @@ for _, k in ipairs(order) do
         end
         added = added + redis.call('ZADD', k, unpack(args))
       end
-      redis.call('PEXPIRE', k, str(math.max(minTTL, math.floor(pk.q.P / 1000) + 1)))
+      redis.call('PEXPIRE', k, str(math.max(minTTL, math.floor((pk.t - now + pk.q.P) / 1000) + 1)))
     end
   elseif pk.dirty then
     if pk.s == nil then
