@@ -202,3 +202,28 @@ func ExamplePolicy_Decide() {
 	// true 0 0s
 	// false 0 1s
 }
+
+// A limiter on a coarse clock: no clock read per decision, decisions made
+// at the last millisecond tick. Stop the clock when the limiter is retired.
+func ExampleWithClock_coarse() {
+	c, err := clock.NewCoarse(time.Millisecond)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Stop()
+	lim, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 60, Period: time.Hour, Burst: 2},
+		ratelimit.WithClock(c))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for range 3 {
+		res, _ := lim.Allow(context.Background(), "client-1")
+		fmt.Println(res.Allowed)
+	}
+	// Output:
+	// true
+	// true
+	// false
+}
