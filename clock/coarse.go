@@ -117,7 +117,15 @@ func (c *Coarse) read() time.Duration {
 func (c *Coarse) Now() time.Time { return c.base.Add(c.read()) }
 
 // Since returns Now().Sub(t), without building the time.Time of Now.
-func (c *Coarse) Since(t time.Time) time.Duration { return c.read() - t.Sub(c.base) }
+func (c *Coarse) Since(t time.Time) time.Duration {
+	d := t.Sub(c.base)
+	if d < -1<<62 || d > 1<<62 {
+		// t is centuries away: let Sub saturate, as Now().Sub(t) does,
+		// rather than overflow the subtraction below.
+		return c.Now().Sub(t)
+	}
+	return c.read() - d
+}
 
 // Stop ends the clock's goroutine and waits for it to exit. Afterwards every
 // reading is a fresh system reading (never earlier than one already

@@ -1,6 +1,8 @@
 package clock
 
 import (
+	"math"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -112,7 +114,11 @@ func TestCoarseStopped(t *testing.T) {
 	}
 	c2.Stop()
 	a := c2.Now()
+	deadline := time.Now().Add(10 * time.Second)
 	for c2.Now().Equal(a) { // a fresh system reading moves on its own
+		if time.Now().After(deadline) {
+			t.Fatal("a stopped clock did not move in 10s: frozen")
+		}
 	}
 }
 
@@ -125,5 +131,52 @@ func TestCoarseIsAClock(t *testing.T) {
 	var _ Clock = c
 	if _, ok := any(c).(Elapsed); !ok {
 		t.Fatal("Coarse does not implement Elapsed")
+	}
+}
+
+// A running clock moves on its own and never reads ahead of the system
+// clock (its lag is at least 0).
+func TestCoarseAdvances(t *testing.T) {
+	c, err := NewCoarse(MinCoarseResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	start := c.Now()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := c.Now()
+		if sys := time.Now(); r.After(sys) {
+			t.Fatalf("reading %v ahead of the system clock", r.Sub(sys))
+		}
+		if r.After(start) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the clock did not move in 10s: frozen")
+		}
+		runtime.Gosched()
+	}
+}
+
+// Since(t) equals Now().Sub(t) also for a t centuries away, where Sub
+// saturates (a zero time.Time is the usual one).
+func TestCoarseSinceFarTimes(t *testing.T) {
+	c, err := newCoarse(time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.refresh(5 * time.Millisecond)
+	for _, far := range []time.Time{
+		{},
+		c.base.Add(math.MinInt64 + 1),
+		c.base.Add(-1 << 62),
+		c.base.Add(math.MaxInt64),
+		time.Unix(1<<40, 0),
+		c.base.Add(-time.Hour),
+	} {
+		if got, want := c.Since(far), c.Now().Sub(far); got != want {
+			t.Errorf("Since(%v) = %v, want Now().Sub = %v", far, got, want)
+		}
 	}
 }
