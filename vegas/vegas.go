@@ -205,7 +205,7 @@ func Queue(limit, noload, rtt float64) float64 {
 //	  above threshold(L)
 //	rtt > r·maxRTT                    →  L·r·maxRTT/rtt
 //	rtt in (0.9, 1]·r·maxRTT          →  L   (dead band)
-//	queue ≤ threshold(L), slow start  →  2L       (re-armed after 10 calm windows, not while a knee is set)
+//	queue ≤ threshold(L), slow start  →  2L       (ended when a knee is learnt; re-armed after 10 calm windows, not while a knee is set)
 //	queue ≤ threshold(L) 3+ windows,  →  L + beta(L)
 //	  no knee set
 //	queue ≤ threshold(L)              →  L + increase(L)
@@ -366,6 +366,7 @@ func (v *Vegas) learn(rtt, share float64, full bool, s adaptive.Sample) {
 		// Less concurrency, same RTT: the service got slower, not queueing.
 		v.noload = min(rtt, v.runMin)
 		v.knee = v.noload
+		v.slowStart = false // no slow start while the knee is set (see Update)
 		v.inRun = false
 	default:
 		v.runMin = min(v.runMin, rtt)

@@ -223,3 +223,34 @@ func TestNoJumpsAtTheKnee(t *testing.T) {
 		prev = got
 	}
 }
+
+// A knee learnt while slow start is still armed (no window was ever over
+// the bound by the relief, so nothing disarmed it) ends slow start: at the
+// knee's RTT the queue estimate reads empty, and doubling would overshoot.
+func TestNoSlowStartOnceTheKneeIsSet(t *testing.T) {
+	d := newDriver(WithInitialLimit(20), WithMaxRTT(8*ms))
+	for range 5 {
+		d.step(idle(7900*time.Microsecond, 5)) // no-load RTT just under the bound
+	}
+	// Nobody refused, so the bound is loosened (relief 1.4): a full window
+	// at 8.5ms is over WithMaxRTT but grows by alpha, and slow start stays
+	// armed.
+	slow := func(l int) adaptive.Sample { return win(l, l, 100, 8500*time.Microsecond, 0, 0) }
+	d.step(slow)
+	if !d.v.slowStart {
+		t.Fatal("slow start disarmed before the knee: the trace no longer tests the rule")
+	}
+	// Half as many in flight, the same RTT: the service got slower.
+	d.step(func(l int) adaptive.Sample { return win(l, l/2, 100, 8500*time.Microsecond, 0, 0) })
+	if d.v.knee == 0 {
+		t.Fatal("knee not learnt")
+	}
+	prev := d.limit
+	for i := range 10 {
+		got := d.step(slow)
+		if got > prev+max(3, prev/10) {
+			t.Fatalf("window %d at the knee: limit jumped from %d to %d", i, prev, got)
+		}
+		prev = got
+	}
+}
