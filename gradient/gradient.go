@@ -75,7 +75,7 @@ type Option func(*Gradient)
 func WithInitialLimit(n int) Option { return func(g *Gradient) { g.initial = n } }
 
 // WithTolerance sets how much slower than the baseline a window may be before
-// the limit shrinks (default 2.0: RTT up to twice the no-load RTT is
+// the limit shrinks (default 1.6: RTT up to 1.6 times the no-load RTT is
 // acceptable queueing; must be ≥ 1).
 func WithTolerance(t float64) Option { return func(g *Gradient) { g.tol = t } }
 
@@ -469,6 +469,6 @@ const (
 	// quickly from an undershoot and settles by single steps.
 	kneeStep = 0.1
 	// probePause: after a dead-band probe raised the RTT, this many
-	// windows pass before the next (see probe).
+	// windows in the dead band pass before the next (see probe).
 	probePause = 20
 )

@@ -292,8 +292,9 @@ func TestDeadBandProbesWhenTheRTTIsTheServices(t *testing.T) {
 func TestDeadBandProbeBacksOffWhenTheRTTRises(t *testing.T) {
 	g := New(WithInitialLimit(20), WithSmoothing(1), WithMaxRTT(10*ms))
 	drive(g, idle(5*ms, 5))
-	// 16 cores, 5ms of service: the RTT reaches the bound (tolerance 1.5 ×
-	// the 5ms baseline) at 24 in flight.
+	// 16 cores, 5ms of service: the RTT reaches the bound (the default
+	// tolerance, 1.6 × the 5ms baseline) at 25.6 in flight, the dead band
+	// at 23.
 	cpu := func(l int) adaptive.Sample {
 		return win(l, l, 100, time.Duration(float64(5*ms)*max(1, float64(l)/16)), 600, 0)
 	}
@@ -304,6 +305,40 @@ func TestDeadBandProbeBacksOffWhenTheRTTRises(t *testing.T) {
 	for i, l := range got[50:] {
 		if l > 28 || l < 21 {
 			t.Fatalf("window %d: limit %d, want it near 24 (limits %v)", 50+i, l, got[50:])
+		}
+	}
+}
+
+// A probe whose RTT rises by more than 5% while staying under the bound
+// (queueing, not the service's own RTT) steps back by a tenth and does not
+// probe again for probePause windows, although the RTT stays in the dead
+// band.
+func TestDeadBandProbeBacksOffUnderTheBound(t *testing.T) {
+	g := New(WithInitialLimit(20), WithSmoothing(1), WithMaxRTT(10*ms))
+	drive(g, idle(9100*time.Microsecond, 8))
+	// The bound is WithMaxRTT (10ms); the dead band starts at 9ms. Up to 22
+	// in flight the RTT is 9.1ms, beyond it 9.9ms: 9% slower, still under
+	// the bound.
+	rising := func(l int) adaptive.Sample {
+		rtt := 9100 * time.Microsecond
+		if l > 22 {
+			rtt = 9900 * time.Microsecond
+		}
+		return win(l, l, 100, rtt, 600, 0)
+	}
+	var got []int
+	for range 4 + probePause {
+		got = append(got, drive(g, rising)...)
+	}
+	// 20 → 22 → 24.2 (probing at 9.1ms) → 26.6 (the smoothed RTT 9.5ms,
+	// 4% up) → 24.2 (9.7ms, 7% up: back off by a tenth), then hold.
+	want := []int{22, 24, 27, 24}
+	for range probePause {
+		want = append(want, 24)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("limits %v, want %v", got, want)
 		}
 	}
 }
