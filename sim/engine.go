@@ -268,7 +268,12 @@ func (e *engine) load(t int64) float64 {
 	if e.inBurst {
 		return e.sc.Bursts.Load
 	}
-	ph := e.sc.Load
+	return loadAt(e.sc.Load, t)
+}
+
+// loadAt is the load the phases ph schedule at time t (ns), ramps
+// interpolated, as a multiple of capacity.
+func loadAt(ph []Phase, t int64) float64 {
 	i := len(ph) - 1
 	for i > 0 && int64(ph[i].At) > t {
 		i--

@@ -92,6 +92,9 @@ type Result struct {
 	PeakP99ms       float64          `json:"peak_p99_ms"`         // worst interval p99 after Scenario.Change
 	PhaseGoodput    float64          `json:"phase_goodput_ratio"` // goodput / capacity in the phase after Scenario.Change
 	LimitCoV        float64          `json:"limit_cov"`           // coefficient of variation of the limit on the plateau
+	ShedStartLoad   float64          `json:"shed_start_load"`     // scheduled load (× capacity) when shedding began; -1: it never did
+	LimitReachS     float64          `json:"limit_reach_s"`       // seconds from the change until the limit is first within ±20% of the optimum (the core count); -1: never
+	LimitNearOpt    float64          `json:"limit_near_optimum"`  // share of the phase's intervals from 2 s after the change with the limit within ±20% of the optimum
 	WastedRatio     float64          `json:"wasted_ratio"`        // CPU work that produced no on-time success
 	RetryAmp        float64          `json:"retry_amplification"`
 	ThrottledRatio  float64          `json:"throttled_ratio"` // attempts the clients refused locally (not sent)
@@ -379,6 +382,7 @@ func (m *metricsAcc) result(s *Scenario, policy string, seed uint64, capacity fl
 	}
 	r.Jain = jain(ratios)
 	m.settle(s, r)
+	r.ShedStartLoad = m.shedStart(s)
 	r.Pass = true
 	for _, t := range s.Targets {
 		v, ok := r.metric(t.Metric)
@@ -461,11 +465,67 @@ func (m *metricsAcc) settle(s *Scenario, r *Result) {
 		r.PeakP99ms = max(r.PeakP99ms, float64(p.P99)/1e6)
 	}
 	r.LimitCoV = cov(lims)
+	// The limit against the optimum of the processor-sharing model, the
+	// core count (fewer in flight idle cores, more only queue), from two
+	// seconds after the change on.
+	opt := float64(s.Server.Cores)
+	inBand := func(p Point) bool { return math.Abs(float64(p.Limit)-opt) <= 0.2*opt }
+	r.LimitReachS = -1
+	for i, p := range ph {
+		if inBand(p) {
+			r.LimitReachS = float64(time.Duration(i+1)*s.Interval) / 1e9
+			break
+		}
+	}
+	near, n := 0, 0
+	for _, p := range ph[min(len(ph), int(2*time.Second/s.Interval)):] {
+		n++
+		if inBand(p) {
+			near++
+		}
+	}
+	if n > 0 {
+		r.LimitNearOpt = float64(near) / float64(n)
+	}
 	var g float64
 	for _, p := range ph {
 		g += p.Goodput
 	}
 	r.PhaseGoodput = g / float64(len(ph)) / r.CapacityRPS
+}
+
+// shedStart returns the load the scenario schedules (a multiple of
+// capacity) at the interval where shedding begins — the first interval
+// after warm-up from which the policy refuses at least 1% of attempts in at
+// least 4 of the next 5 intervals —, or -1 if it never does.
+func (m *metricsAcc) shedStart(s *Scenario) float64 {
+	const run, need = 5, 4
+	shedding := func(p Point) bool { return p.Offered > 0 && p.Rejected >= 0.01*p.Offered }
+	for i := range m.series {
+		start := m.series[i].T - s.Interval
+		if start < s.Warmup || i+run > len(m.series) {
+			continue
+		}
+		k := 0
+		for _, p := range m.series[i : i+run] {
+			if shedding(p) {
+				k++
+			}
+		}
+		if shedding(m.series[i]) && k >= need {
+			return loadAt(s.Load, int64(start))
+		}
+	}
+	return -1
+}
+
+// orInf maps a figure's "never happened" (-1) to +Inf, so that no bound is
+// met by it.
+func orInf(x float64) float64 {
+	if x < 0 {
+		return math.Inf(1)
+	}
+	return x
 }
 
 func cov(xs []float64) float64 {
@@ -522,6 +582,12 @@ func (r *Result) metric(name string) (float64, bool) {
 		return float64(r.SettleIntervals), true
 	case "limit_cov":
 		return r.LimitCoV, true
+	case "shed_start_load":
+		return orInf(r.ShedStartLoad), true
+	case "limit_near_optimum":
+		return r.LimitNearOpt, true
+	case "limit_reach_s":
+		return orInf(r.LimitReachS), true
 	case "wasted_ratio":
 		return r.WastedRatio, true
 	case "throttled_ratio":

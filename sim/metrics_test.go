@@ -104,3 +104,65 @@ func TestTargetResultJSON(t *testing.T) {
 		t.Fatalf("got %s, want %s", b, want)
 	}
 }
+
+// shedStart reads the scheduled load where refusals of at least 1% begin
+// and last (4 of the next 5 intervals); a lone refusing interval does not
+// count, and a run that never sheds reports -1.
+func TestShedStart(t *testing.T) {
+	s := &Scenario{Interval: time.Second, Warmup: time.Second,
+		Load: []Phase{{At: 0, Load: 0}, {At: 100 * time.Second, Load: 1, Ramp: true}}}
+	var m metricsAcc
+	for i := range 60 {
+		p := Point{T: time.Duration(i+1) * time.Second, Offered: 100}
+		switch {
+		case i == 20: // a lone refusing interval
+			p.Rejected = 5
+		case i >= 40 && i != 42: // shedding from 40 s on (one quiet interval inside)
+			p.Rejected = 2
+		}
+		m.series = append(m.series, p)
+	}
+	if got := m.shedStart(s); math.Abs(got-0.40) > 1e-9 {
+		t.Fatalf("shedStart = %v, want 0.40 (the load at 40 s)", got)
+	}
+	m.series = m.series[:40]
+	if got := m.shedStart(s); got != -1 {
+		t.Fatalf("shedStart with no shedding = %v, want -1", got)
+	}
+}
+
+// The limit against the optimum after a change: the first interval within
+// ±20% of the core count, and the share of intervals within it from two
+// seconds after the change on.
+func TestLimitAgainstOptimum(t *testing.T) {
+	s := &Scenario{Interval: time.Second, Change: 10 * time.Second, Server: Server{Cores: 10},
+		Load: []Phase{{At: 0, Load: 1}}}
+	var m metricsAcc
+	limits := []int{40, 30, 20, 12, 11, 8, 9, 10, 13, 10}
+	for i := range 20 {
+		l := 40
+		if i >= 10 {
+			l = limits[i-10]
+		}
+		m.series = append(m.series, Point{T: time.Duration(i+1) * time.Second, Limit: l, Goodput: 1})
+	}
+	var r Result
+	r.CapacityRPS = 1
+	m.settle(s, &r)
+	if r.LimitReachS != 4 {
+		t.Errorf("LimitReachS = %v, want 4 (the fourth interval after the change)", r.LimitReachS)
+	}
+	// From 2 s on: 20 12 11 8 9 10 13 10 → 12, 11, 8, 9, 10, 10 within [8, 12].
+	if want := 6.0 / 8; math.Abs(r.LimitNearOpt-want) > 1e-9 {
+		t.Errorf("LimitNearOpt = %v, want %v", r.LimitNearOpt, want)
+	}
+	m.series = m.series[:10]
+	for i := range 10 {
+		m.series = append(m.series, Point{T: time.Duration(i+11) * time.Second, Limit: 40, Goodput: 1})
+	}
+	r = Result{CapacityRPS: 1}
+	m.settle(s, &r)
+	if r.LimitReachS != -1 {
+		t.Errorf("LimitReachS with the limit never near = %v, want -1", r.LimitReachS)
+	}
+}

@@ -80,6 +80,9 @@ func Scenarios() []Scenario {
 				AtLeast("phase_goodput_ratio", 0.95),
 				AtMost("limit_cov", 0.10),
 				AtMost("p99_over_slo", 1),
+				// Shedding starts within ±5% of capacity.
+				AtLeast("shed_start_load", 0.95),
+				AtMost("shed_start_load", 1.05),
 			},
 		},
 		{
@@ -97,6 +100,9 @@ func Scenarios() []Scenario {
 				AtLeast("phase_goodput_ratio", 0.45), // 90% of the halved capacity
 				AtMost("p99_over_slo", 1),
 				AtMost("late_reject_ratio", 0.01),
+				// The limit within ±20% of the new optimum (the core count
+				// in this model) within 2 s.
+				AtMost("limit_reach_s", 2),
 			},
 		},
 		{
