@@ -1,8 +1,10 @@
 // Package clock is the time source every sluice limiter reads.
 //
 // Limiters take a Clock through their WithClock option. Production code uses
-// System; tests and the simulator use a Manual clock, which only moves when
-// told to, so every time-dependent decision is reproducible.
+// System, or a Coarse clock where decisions are many and a resolution of a
+// millisecond is acceptable (rate limits, not latency measurements); tests
+// and the simulator use a Manual clock, which only moves when told to, so
+// every time-dependent decision is reproducible.
 package clock
 
 import (
