@@ -104,6 +104,14 @@ type Shedder struct {
 	refused atomic.Int64         // of which the gate refused
 	peak    atomic.Int64         // most in flight seen at an admission this interval
 	rate    float64              // target refusal rate; guarded by busy
+
+	// The reserve (WithReserve; unused without it).
+	admitted  [Priorities]atomic.Int64  // admissions per priority in this interval
+	need      [Priorities]atomic.Uint64 // room for the demand above each priority (float64 bits; see demand)
+	critical  atomic.Int64              // CriticalPlus and Critical requests refused in this interval
+	guard     atomic.Uint64             // the guard g in [0, 1] (float64 bits; see reserved)
+	guardNow  float64                   // g as the control loop last set it; guarded by busy
+	holdUntil int64                     // ns since epoch until which g stays 1; guarded by busy
 }
 
 // Option configures a Shedder.
@@ -165,8 +173,12 @@ func WithRelax(f float64) Option { return func(cfg *config) { cfg.relax = f } }
 // (1 − share)·limit, and Sheddable already at half that, so that whenever
 // SheddablePlus is refused, Sheddable is too (no inversion); and a twentieth
 // of the share is kept for CriticalPlus alone, so that Critical work cannot
-// take the very last slots. Default 0; Stripe keeps
-// 0.2.
+// take the very last slots. The full share is kept from the start and
+// whenever critical work was refused while sheddable work was admitted (for
+// 30 s at least); once the gate has had room for a while it is lifted
+// slowly down to the room the critical work's recent demand needs, so that
+// at low load, where the gate's limit follows the demand, sheddable work is
+// not refused (see reserved). Default 0; Stripe keeps 0.2.
 func WithReserve(share float64) Option { return func(cfg *config) { cfg.reserve = share } }
 
 // WithObserver reports every decision of TryAcquire and Acquire to o, as a
@@ -224,6 +236,12 @@ func New(gate *adaptive.Limiter, opts ...Option) (*Shedder, error) {
 	s.epoch = cfg.clock.Now()
 	s.cutoff.Store(int64(levels))
 	s.nextAt.Store(s.interval)
+	// Until the gate has shown room, the reserve is its full share.
+	for p := range s.need {
+		s.need[p].Store(math.Float64bits(math.Inf(1)))
+	}
+	s.guardNow = 1
+	s.guard.Store(math.Float64bits(1))
 	return s, nil
 }
 
@@ -273,16 +291,22 @@ func (s *Shedder) TryAcquire(p Priority, user uint64) (adaptive.Token, Decision)
 	lvl := s.level(p, user, now)
 	s.arrived[lvl].Add(1)
 	if int64(lvl) >= s.cutoff.Load() {
+		s.refusedCritical(p)
 		return s.refuse(p, metrics.ShedRefused)
 	}
 	if s.reserve > 0 && p >= Critical && s.reserved(p) {
+		s.refusedCritical(p)
 		return s.refuse(p, metrics.ShedRefused)
 	}
 	s.tried.Add(1)
 	tok, ok := s.gate.TryAcquire()
 	if !ok {
 		s.refused.Add(1)
+		s.refusedCritical(p)
 		return s.refuse(p, metrics.ShedGateFull)
+	}
+	if s.reserve > 0 {
+		s.admitted[p].Add(1)
 	}
 	if n := int64(s.gate.InFlight()); n > s.peak.Load() {
 		s.peak.Store(n) // racy max: a lost update only delays relaxing
@@ -293,23 +317,51 @@ func (s *Shedder) TryAcquire(p Priority, user uint64) (adaptive.Token, Decision)
 	return tok, Decision{Admitted: true}
 }
 
-// reserved reports whether the gate's in-flight has reached the part of its
-// limit reserved above priority p (Critical, SheddablePlus or Sheddable):
+// reserved reports whether the reserve refuses a request of priority p
+// (Critical, SheddablePlus or Sheddable). The room kept free above
+// SheddablePlus and Sheddable lies between the room the demand of the
+// priorities above them needs (need, see demand) and their full share of the
+// limit, as the guard g says (see guardUpdate):
 //
 //	Critical       in-flight ≥ limit − reserve·limit/20
-//	SheddablePlus  in-flight ≥ (1 − reserve)·limit
-//	Sheddable      in-flight ≥ (1 − reserve)·limit / 2
+//	SheddablePlus  in-flight ≥ limit − keep(reserve)
+//	Sheddable      in-flight ≥ limit − keep((1 + reserve)/2)
+//	keep(share)    = max(g·share·limit, min(share·limit, need[p]))
+//
+// With g = 1 (after critical work was refused while sheddable work was
+// admitted) SheddablePlus may fill only (1 − reserve)·limit and Sheddable
+// half that; with g = 0 (the gate has had room for a while) only the room
+// the critical work's demand needs is kept, so at low load, where the
+// gate's limit follows the demand, sheddable work is not refused. Since
+// need[Sheddable] ≥ need[SheddablePlus], whenever SheddablePlus is
+// refused, Sheddable is too.
 func (s *Shedder) reserved(p Priority) bool {
 	limit, n := float64(s.gate.Limit()), float64(s.gate.InFlight())
-	free := (1 - s.reserve) * limit
+	share := s.reserve
 	switch p {
 	case Critical:
 		// A full gate refuses by itself (and says so: gate full).
 		return n >= limit-s.reserve*limit*topShare && n < limit
 	case Sheddable:
-		free /= 2
+		share = (1 + s.reserve) / 2
 	}
-	return n >= free
+	g := math.Float64frombits(s.guard.Load())
+	keep := max(g*share*limit, min(share*limit, math.Float64frombits(s.need[p].Load())))
+	return n >= limit-keep
+}
+
+// refusedCritical counts a refusal of a request of priority p if it is
+// CriticalPlus or Critical work and a reserve is kept; if sheddable work was
+// admitted in this interval, the guard goes up to 1 at once (the control
+// loop then holds it there: see guardUpdate).
+func (s *Shedder) refusedCritical(p Priority) {
+	if s.reserve == 0 || p > Critical {
+		return
+	}
+	s.critical.Add(1)
+	if math.Float64frombits(s.guard.Load()) < 1 && s.admitted[SheddablePlus].Load()+s.admitted[Sheddable].Load() > 0 {
+		s.guard.Store(math.Float64bits(1))
+	}
 }
 
 // topShare is the part of the reserve kept for CriticalPlus alone.
@@ -372,6 +424,9 @@ func (s *Shedder) update(now int64) {
 		total += counts[i]
 	}
 	tried, refused, peak := s.tried.Swap(0), s.refused.Swap(0), s.peak.Swap(0)
+	if s.reserve > 0 {
+		s.guardUpdate(now, s.demand(&counts, peak), peak)
+	}
 	saturated := s.sat != nil && s.sat()
 	switch {
 	case saturated && !(refused > 0 && tried > 0):
@@ -402,6 +457,78 @@ func (s *Shedder) update(now int64) {
 		seen += c
 	}
 	s.cutoff.Store(int64(cut))
+}
+
+// demandShare is the room kept above a sheddable priority while the guard
+// is down, as a share of the demand in flight of the priorities above it:
+// small enough that at low load the in-flight can reach ¾ of a
+// demand-sized limit (where the gate grows it), large enough for the
+// critical work's own swings.
+const demandShare = 0.4
+
+// guardHold is how long the guard stays at 1 after critical work was refused
+// while sheddable work was admitted, before it relaxes: a sheddable class
+// that hurt the critical work (say its dependency slowed down, so each of
+// its requests holds a slot many times longer) is let back in only after
+// this, and then gradually.
+const guardHold = 30 * time.Second
+
+// demand revises, once per interval, the room the reserve keeps for the
+// demand of the priorities above each priority p, by Little's law (the
+// requests in flight are the admission rate times the time in the gate):
+//
+//	A_<p     arrivals of the priorities above p         (this interval)
+//	N        admissions                                 (this interval)
+//	D_<p     = peak · A_<p / N                          their demand in flight
+//	need[p]  = demandShare · D_<p                       (+∞ if N = 0 < A_<p)
+//
+// Arrivals, not admissions, of the priorities above: critical work refused
+// is demand too. It returns the sheddable admissions of the interval.
+func (s *Shedder) demand(counts *[levels]int64, peak int64) (sheddable int64) {
+	var arrived, admitted [Priorities]int64
+	var total int64
+	for p := range Priorities {
+		for _, c := range counts[int(p)*Cohorts : int(p+1)*Cohorts] {
+			arrived[p] += c
+		}
+		admitted[p] = s.admitted[p].Swap(0)
+		total += admitted[p]
+	}
+	var above int64
+	for p := range Priorities {
+		need := 0.0
+		switch {
+		case total > 0:
+			need = demandShare * float64(peak) * float64(above) / float64(total)
+		case above > 0:
+			need = math.Inf(1)
+		}
+		s.need[p].Store(math.Float64bits(need))
+		above += arrived[p]
+	}
+	return admitted[SheddablePlus] + admitted[Sheddable]
+}
+
+// guardUpdate revises the reserve's guard g once per interval:
+//
+//	g ← 1, held for guardHold  if critical work was refused while sheddable work was admitted
+//	g unchanged                 while held
+//	g ← max(0, g − max(relax, g/10))  else if in-flight stayed below 85% of the limit
+//	g unchanged                 otherwise
+//
+// so the full reserve comes back within the interval in which sheddable
+// work crowds out critical work, and is lifted slowly (as the cutoff
+// relaxes), and only after a hold, once the gate has room. It starts at 1.
+func (s *Shedder) guardUpdate(now, sheddable, peak int64) {
+	switch critical := s.critical.Swap(0); {
+	case critical > 0 && sheddable > 0 && s.guardNow < 1:
+		s.guardNow = 1
+		s.holdUntil = now + int64(guardHold)
+	case now < s.holdUntil:
+	case float64(peak) < headroom*float64(s.gate.Limit()):
+		s.guardNow = max(0, s.guardNow-max(s.relax, s.guardNow*relaxShare))
+	}
+	s.guard.Store(math.Float64bits(s.guardNow))
 }
 
 // Acquire is TryAcquire with an error: ErrShed when the request was shed for

@@ -406,3 +406,74 @@ func TestReserveKeepsTheLastSlotsForCriticalPlus(t *testing.T) {
 		t.Fatalf("full gate: %+v, want refused by the gate", d)
 	}
 }
+
+// TestReserveFollowsCriticalDemand: on a gate whose limit is sized to the
+// demand, a large reserve does not refuse sheddable work at low load (the
+// critical work needs little room); once critical work is the bulk of the
+// demand and is refused while sheddable work is admitted, the full reserve
+// comes back at once, holds, and is lifted slowly once the load is low again.
+func TestReserveFollowsCriticalDemand(t *testing.T) {
+	s, g, c := newShedder(t, 54, WithReserve(0.75)) // 54 ≈ 4/3 of 40 in flight
+	// offer sends crit Critical and shed Sheddable requests in one interval,
+	// interleaved, holds every admitted token to the end of the interval,
+	// and returns the admitted count per priority.
+	offer := func(crit, shed int) [Priorities]int {
+		var got [Priorities]int
+		var toks []adaptive.Token
+		for i := range max(crit, shed) {
+			for _, r := range []struct {
+				p Priority
+				n int
+			}{{Critical, crit}, {Sheddable, shed}} {
+				if i >= r.n {
+					continue
+				}
+				if tok, d := s.TryAcquire(r.p, uint64(i)); d.Admitted {
+					got[r.p]++
+					toks = append(toks, tok)
+				}
+			}
+		}
+		c.Advance(100 * time.Millisecond)
+		for _, tok := range toks {
+			tok.Success()
+		}
+		return got
+	}
+	// At first the reserve is its full share: Sheddable may fill only
+	// (1 − 0.75)·54/2 ≈ 6.75 slots.
+	if got := offer(20, 20); got[Sheddable] > 7 {
+		t.Fatalf("admitted %v in the first interval: the reserve starts full", got)
+	}
+	// Low load (40 in flight of 54): within seconds all of it is admitted.
+	var got [Priorities]int
+	for range 50 {
+		got = offer(20, 20)
+	}
+	if got[Critical] != 20 || got[Sheddable] != 20 {
+		t.Fatalf("admitted %v at low load with a reserve of 0.75, want all 20 + 20", got)
+	}
+	// Critical work becomes the bulk of the demand (100 an interval against
+	// 54 slots): within an interval Sheddable is back to its share of the
+	// full reserve and Critical takes the rest, up to the slots kept for
+	// CriticalPlus.
+	offer(100, 20)
+	for range 3 {
+		got = offer(100, 20)
+		if got[Sheddable] > 7 || got[Critical] < 45 {
+			t.Fatalf("admitted %v under critical overload: want Sheddable ≤ 7, Critical ≥ 45 of %d slots", got, g.Limit())
+		}
+	}
+	// Back to low load: the full reserve holds for guardHold, then lifts.
+	for range int(guardHold/(100*time.Millisecond)) - 10 {
+		if got = offer(20, 20); got[Sheddable] > 7 {
+			t.Fatalf("admitted %v during the hold", got)
+		}
+	}
+	for range 50 {
+		got = offer(20, 20)
+	}
+	if got[Sheddable] != 20 {
+		t.Fatalf("admitted %v 5 s after the hold: the reserve did not lift", got)
+	}
+}

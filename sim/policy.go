@@ -122,10 +122,11 @@ func ExtraPolicies() []PolicySpec {
 	}
 }
 
-// newShedPolicy puts a shedder in front of the gate gate makes. It keeps
-// three quarters of the limit for CriticalPlus and Critical work: the
-// sheddable priorities fill at most a quarter (SheddablePlus) and an eighth
-// (Sheddable) of it.
+// newShedPolicy puts a shedder in front of the gate gate makes. Its reserve
+// is three quarters of the limit for CriticalPlus and Critical work: while
+// it is kept in full the sheddable priorities fill at most a quarter
+// (SheddablePlus) and an eighth (Sheddable) of it; when the gate has room it
+// shrinks to what the critical demand needs (see shed.WithReserve).
 func newShedPolicy(e Env, gate func(Env) (*GatePolicy, error)) (Policy, error) {
 	g, err := gate(e)
 	if err != nil {
