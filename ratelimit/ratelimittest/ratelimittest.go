@@ -78,6 +78,45 @@ func RunResolution(t *testing.T, newStore func(t *testing.T) ratelimit.Store, re
 		}
 		runTrace(t, newStore(t), ps, 99, res)
 	})
+	t.Run("sliding_log/stepped_back", func(t *testing.T) {
+		steppedBackLog(t, newStore(t))
+	})
+}
+
+// steppedBackLog checks that a request that admits nothing (refused, or a
+// query of 0 units) does not drop a sliding log's stamps that a later
+// request whose time reads earlier still counts: 5 units at T, 5 at
+// T+500ms, then a refused request (or a query) at T+1.2s, then a request at
+// T+900ms, whose window (T−100ms, T+900ms] already holds 10 units, must be
+// refused. (Its times are whole milliseconds: any store resolution will do.)
+func steppedBackLog(t *testing.T, s ratelimit.Store) {
+	t.Helper()
+	p, err := ratelimit.NewPolicy(ratelimit.SlidingLog, ratelimit.Limit{Rate: 10, Period: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	T := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, later := range []int{6, 0} {
+		key := fmt.Sprintf("ratelimittest:%d:stepped-back:%d", runs.Add(1), later)
+		apply := func(at time.Time, n int) ratelimit.Result {
+			t.Helper()
+			reqs := []ratelimit.Request{{Key: key, Policy: &p, N: n}}
+			if err := s.Apply(context.Background(), at, reqs); err != nil {
+				t.Fatal(err)
+			}
+			return reqs[0].Result
+		}
+		apply(T, 5)
+		apply(T.Add(500*time.Millisecond), 5)
+		apply(T.Add(1200*time.Millisecond), later)
+		if q := apply(T.Add(1200*time.Millisecond), 0); !q.Allowed || q.Remaining != 5 || q.ResetAfter != 300*time.Millisecond {
+			t.Errorf("query at T+1.2s: %+v, want 5 remaining, reset 300ms", q)
+		}
+		r := apply(T.Add(900*time.Millisecond), 5)
+		if r.Allowed || r.Remaining != 0 || r.RetryAfter != 100*time.Millisecond || r.ResetAfter != 600*time.Millisecond {
+			t.Errorf("%d units at T+1.2s, then 5 at T+900ms: %+v, want refused, 0 remaining, retry 100ms, reset 600ms", later, r)
+		}
+	}
 }
 
 // runs makes each trace's keys unique, in a process.

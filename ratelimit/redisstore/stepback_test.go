@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -10,41 +9,6 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/redisstore"
 )
-
-// TestSteppedBackSlidingLogAfterRefusal is ratelimit's test of the same
-// name on Redis: a request that admits nothing (refused, or a query) does
-// not drop the stamps that a later request whose time reads earlier still
-// counts.
-func TestSteppedBackSlidingLogAfterRefusal(t *testing.T) {
-	srv := redistest.Start(t)
-	s := newStore(t, client(t, srv.Addr), redisstore.WithCallerTime(), redisstore.WithRefusalCache(0))
-	p, err := ratelimit.NewPolicy(ratelimit.SlidingLog, ratelimit.Limit{Rate: 10, Period: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	T := time.Unix(4102444800, 0)
-	for _, later := range []int{6, 0} {
-		key := fmt.Sprint("k", later)
-		apply := func(at time.Time, n int) ratelimit.Result {
-			t.Helper()
-			reqs := []ratelimit.Request{{Key: key, Policy: &p, N: n}}
-			if err := s.Apply(context.Background(), at, reqs); err != nil {
-				t.Fatal(err)
-			}
-			return reqs[0].Result
-		}
-		apply(T, 5)
-		apply(T.Add(500*time.Millisecond), 5)
-		apply(T.Add(1200*time.Millisecond), later)
-		if q := apply(T.Add(1200*time.Millisecond), 0); !q.Allowed || q.Remaining != 5 || q.ResetAfter != 300*time.Millisecond {
-			t.Errorf("query at T+1.2s: %+v, want 5 remaining, reset 300ms", q)
-		}
-		r := apply(T.Add(900*time.Millisecond), 5)
-		if r.Allowed || r.Remaining != 0 || r.RetryAfter != 100*time.Millisecond || r.ResetAfter != 600*time.Millisecond {
-			t.Errorf("%d units at T+1.2s, then 5 at T+900ms: %+v, want refused, 0 remaining, retry 100ms, reset 600ms", later, r)
-		}
-	}
-}
 
 // TestSteppedBackExpiry: a key written by a request whose time reads
 // earlier than the key's last decision expires no sooner than its reset
