@@ -211,14 +211,8 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 	switch {
 	case l.tab != nil:
 		o, err = l.tab.take(key, now, int64(n))
-		if !l.shadow && l.obs == nil { // the hot path: build the Result once
-			return Result{
-				Allowed:    o.allowed,
-				Limit:      int(l.pol.burst),
-				Remaining:  int(o.remaining),
-				RetryAfter: time.Duration(o.retryAfter),
-				ResetAfter: time.Duration(o.resetAfter),
-			}, err
+		if !l.shadow && l.obs == nil { // the hot path: nothing for finish to do
+			return o.result(l.pol.burst), err
 		}
 	case l.logs != nil:
 		o, err = l.logs.take(key, now, int64(n))
