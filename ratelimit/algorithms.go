@@ -454,10 +454,8 @@ func (p *Policy) logTime(l *stampLog, now int64) int64 {
 // that admits nothing keeps them, so that one whose time reads earlier, and
 // is decided at the newest stamp, still counts them.
 func (p *Policy) slidingLog(l *stampLog, now, n int64) outcome {
-	t := p.logTime(l, now)
-	lag := t - now
-	now = t
-	old := l.before(now - p.period)
+	t := p.logTime(l, now) // the decision's time; the waits count from now
+	old := l.before(t - p.period)
 	if old == l.n {
 		l.head, l.n, old = 0, 0, 0
 	}
@@ -465,17 +463,17 @@ func (p *Policy) slidingLog(l *stampLog, now, n int64) outcome {
 	if c+n > p.burst {
 		return outcome{
 			remaining:  p.burst - c,
-			retryAfter: l.at(old+int(c+n-p.burst-1)) + p.period - now + lag,
-			resetAfter: l.at(l.n-1) + p.period - now + lag,
+			retryAfter: l.at(old+int(c+n-p.burst-1)) + p.period - now,
+			resetAfter: l.at(l.n-1) + p.period - now,
 		}
 	}
 	if n > 0 {
 		l.drop(old)
-		l.push(now, int(n), int(p.burst))
+		l.push(t, int(n), int(p.burst))
 	}
 	o := outcome{allowed: true, remaining: p.burst - c - n}
 	if l.n > 0 {
-		o.resetAfter = l.at(l.n-1) + p.period - now + lag
+		o.resetAfter = l.at(l.n-1) + p.period - now
 	}
 	return o
 }
