@@ -15,6 +15,10 @@
 //     RTT (the service itself got slower), without pinning the limit low;
 //   - no creep: the headroom term is added only when there is no queueing, so
 //     steady moderate overload does not push the limit up window by window;
+//   - no needless queue under heavy overload: while most callers have been
+//     refused for a couple of seconds the gate is always full, and the
+//     bound is tightened by 15% towards the knee (lower latency, the same
+//     throughput);
 //   - no inflation: the limit grows only while the gate is (nearly) full —
 //     its peak in flight at ¾ of the limit or more — so it never runs far
 //     ahead of the demand it has seen (at most about 4/3 of its peaks).
@@ -46,9 +50,10 @@ type Gradient struct {
 	baseline  float64       // ns; 0 until the first sample
 	smoothed  float64       // ns: EMA of the window RTTs, factor 1/2
 	slow      float64       // ns: EMA of the window RTTs, factor 1/5
-	pressure  float64       // EMA of the share of refused callers
+	pressure  float64       // EMA of the share of refused callers, factor 0.3
+	sustained float64       // the same, factor 0.05 (about 2 s of 100 ms windows)
 	seen      int           // windows with samples
-	hist      [4][2]float64 // the last windows' (max in flight, RTT)
+	hist      [4][2]float64 // the last congested windows' (held, RTT)
 	histN     int
 	kneeRTT   float64 // ns: the lowest RTT while seeking the knee; 0 when not seeking
 	probeRTT  float64 // ns: the smoothed RTT when a dead-band probe began; 0 when not probing
@@ -235,7 +240,7 @@ func (g *Gradient) Update(s adaptive.Sample) int {
 	}
 	var proposal float64
 	switch {
-	case grad < 1 && (g.kneeRTT > 0 || g.futile(s, g.smoothed)):
+	case grad < 1 && (g.kneeRTT > 0 || g.futile(s, rtt)):
 		// Shrinking the number in flight stopped making the RTT faster: the
 		// service itself is slower and the bound cannot be met. Shrinking
 		// further would only refuse work, so seek the knee instead: probe
@@ -335,18 +340,21 @@ func (g *Gradient) relief(s adaptive.Sample) float64 {
 	return 1 + g.slack*(1-min(1, g.pressure/0.05))
 }
 
-// notePressure updates the smoothed share of refused callers (EMA, factor
-// 0.3): a single window with a queue spike must not look like overload.
+// notePressure updates the smoothed shares of refused callers: pressure
+// (EMA, factor 0.3: a single window with a queue spike must not look like
+// overload) and sustained (factor 0.05: overload that lasts).
 func (g *Gradient) notePressure(s adaptive.Sample) {
 	total := float64(s.Rejected + s.Count + s.Dropped)
 	if total > 0 {
 		g.pressure += 0.3 * (float64(s.Rejected)/total - g.pressure)
+		g.sustained += 0.05 * (float64(s.Rejected)/total - g.sustained)
 	}
 }
 
 // bound is the slowest acceptable window RTT:
 //
-//	bound(s) = relief(s) · max(min(tol · baseline, maxRTT), knee)
+//	bound(s) = relief(s) · max(tightening · min(tol · baseline, maxRTT), knee)
+//	tightening = 0.85 under sustained heavy overload (see heavy), else 1
 //
 // where knee is the RTT below which less concurrency did not get (the
 // service's own RTT, learnt when shrinking stopped helping): no bound can ask
@@ -356,21 +364,34 @@ func (g *Gradient) bound(s adaptive.Sample) float64 {
 	if g.maxRTT > 0 {
 		b = min(b, float64(g.maxRTT))
 	}
+	if g.sustained > heavy {
+		b *= tight
+	}
 	return g.relief(s) * max(b, g.knee)
 }
 
-// futile records the window and reports whether, over the last three
-// windows, in-flight fell by a fifth or more while the RTT fell by less than
-// 10%: less concurrency no longer helps (the service itself is slower).
+// futile records the congested window and reports whether, over the last
+// three congested windows, the concurrency held (see held) fell by a fifth
+// or more while the window RTT fell by less than 10%: less concurrency no
+// longer helps (the service itself is slower). The windows' own RTTs are
+// compared, not the smoothed one, which lags a cut limit by a window or two
+// and would make queueing look like the service's own slowness.
 func (g *Gradient) futile(s adaptive.Sample, rtt float64) bool {
-	g.hist[g.histN%len(g.hist)] = [2]float64{float64(s.MaxInFlight), rtt}
+	g.hist[g.histN%len(g.hist)] = [2]float64{held(s), rtt}
 	g.histN++
 	if g.histN <= len(g.hist) {
 		return false
 	}
 	old := g.hist[g.histN%len(g.hist)] // the oldest of the ring
-	return float64(s.MaxInFlight) <= 0.8*old[0] && rtt >= 0.9*old[1]
+	return held(s) <= 0.8*old[0] && rtt >= 0.9*old[1]
 }
+
+// held is the concurrency a window held: its peak in flight, but no more
+// than the limit it closed under — requests admitted under an earlier,
+// higher limit still running at its start do not count, so that a limit
+// that was just cut is not read as concurrency that was cut without
+// making the RTT faster.
+func held(s adaptive.Sample) float64 { return float64(min(s.MaxInFlight, s.Limit)) }
 
 // growable reports whether rtt leaves room to grow: below the dead band
 // under the bound, or — when the knee sets the bound — no slower than the
@@ -426,7 +447,7 @@ func (g *Gradient) updateBaseline(rtt, share float64, full bool, s adaptive.Samp
 		g.congestedRun = 0
 	} else {
 		if g.congestedRun == 0 {
-			g.runStartRTT, g.runStartInFlight, g.runStartShare = rtt, float64(s.MaxInFlight), share
+			g.runStartRTT, g.runStartInFlight, g.runStartShare = rtt, held(s), share
 			g.runMinRTT = rtt
 			g.anchorAge = 0
 		}
@@ -437,10 +458,10 @@ func (g *Gradient) updateBaseline(rtt, share float64, full bool, s adaptive.Samp
 			// slower: the service changed under the run (a capacity
 			// drop), and the windows so far say nothing about its knee.
 			// Re-anchor.
-			g.runStartRTT, g.runStartInFlight, g.runStartShare = rtt, float64(s.MaxInFlight), share
+			g.runStartRTT, g.runStartInFlight, g.runStartShare = rtt, held(s), share
 			g.runMinRTT = rtt
 			g.anchorAge = 0
-		} else if g.anchorAge++; g.anchorAge >= kneeAge && float64(s.MaxInFlight) <= g.runStartInFlight*kneeCut {
+		} else if g.anchorAge++; g.anchorAge >= kneeAge && held(s) <= g.runStartInFlight*kneeCut {
 			// Not queueing: hold the limit here, at the edge of tolerance,
 			// and stop reading these drops as congestion.
 			g.baseline = rtt / (g.tol * g.relief(s))
@@ -471,4 +492,14 @@ const (
 	// probePause: after a dead-band probe raised the RTT, this many
 	// windows in the dead band pass before the next (see probe).
 	probePause = 20
+	// heavy and tight: under sustained heavy overload (a share of
+	// refused callers above heavy, smoothed over about 2 seconds of
+	// windows) the gate is always full and its queue buys no throughput,
+	// only latency: the bound is tightened to tight of itself, towards
+	// the knee. Not below it: the RTT's noise would then take the limit
+	// under the core count and idle them. Only heavy overload, because
+	// near capacity a queue does absorb the Poisson peaks a short limit
+	// would refuse.
+	heavy = 0.45
+	tight = 0.85
 )
