@@ -141,7 +141,7 @@ func Run(sc Scenario, spec PolicySpec, seed uint64) (*Result, error) {
 	e.rRetry = rand.New(rand.NewPCG(seed, 4))
 	env := Env{
 		Clock: e.clk, Cores: s.Server.Cores, MeanService: s.Server.Service.MeanValue(),
-		MeanWait: s.Server.Wait.MeanValue(), Capacity: e.capacity, SLO: s.SLO,
+		MeanWait: s.Server.Wait.MeanValue(), Capacity: e.capacity, SLO: s.SLO, MaxInFlight: s.Server.MaxInFlight,
 	}
 	pol, err := spec.New(env)
 	if err != nil {

@@ -65,6 +65,20 @@ type Env struct {
 	Capacity float64
 	// SLO is the latency objective.
 	SLO time.Duration
+	// MaxInFlight is the most requests the server can hold at once (its
+	// memory); 0: no bound. What an operator gives a limiter as its
+	// maximum: no latency signal can teach it, only requests failing at
+	// the bound.
+	MaxInFlight int
+}
+
+// MaxLimit is the largest limit a gate policy may reach: the server's
+// MaxInFlight when it has one, else 10,000.
+func (e Env) MaxLimit() int {
+	if e.MaxInFlight > 0 {
+		return e.MaxInFlight
+	}
+	return 10000
 }
 
 // TunedLimit is the static limit L* tuned for nominal conditions: enough
@@ -100,7 +114,7 @@ func BuiltinPolicies() []PolicySpec {
 		}},
 		{Name: "aimd", Description: "sluice adaptive gate with AIMD", New: func(e Env) (Policy, error) {
 			return NewGatePolicy(adaptive.NewAIMD(adaptive.AIMDInitial(e.Cores), adaptive.AIMDTimeout(e.SLO/4)),
-				adaptive.WithClock(e.Clock), adaptive.WithMaxLimit(10000))
+				adaptive.WithClock(e.Clock), adaptive.WithMaxLimit(e.MaxLimit()))
 		}},
 	}
 }
@@ -189,7 +203,7 @@ func (p *GatePolicy) Limit() int { return p.Gate.Limit() }
 func newVegasGate(e Env) (*GatePolicy, error) {
 	opts := append(vegas.Proportional(0.3, 0.6), vegas.WithInitialLimit(e.Cores), vegas.WithMaxRTT(e.SLO/8))
 	return NewGatePolicy(vegas.New(opts...),
-		adaptive.WithClock(e.Clock), adaptive.WithMaxLimit(10000), adaptive.WithPercentile(0.5))
+		adaptive.WithClock(e.Clock), adaptive.WithMaxLimit(e.MaxLimit()), adaptive.WithPercentile(0.5))
 }
 
 // newGradientGate is the gradient policy: the gate with the Gradient
@@ -199,7 +213,7 @@ func newVegasGate(e Env) (*GatePolicy, error) {
 // met fewer targets over 10 seeds: 52 of 60 against 55.)
 func newGradientGate(e Env) (*GatePolicy, error) {
 	return NewGatePolicy(gradient.New(gradient.WithInitialLimit(e.Cores), gradient.WithMaxRTT(e.SLO/10), gradient.WithTolerance(2.5)),
-		adaptive.WithClock(e.Clock), adaptive.WithMaxLimit(10000), adaptive.WithPercentile(0.5))
+		adaptive.WithClock(e.Clock), adaptive.WithMaxLimit(e.MaxLimit()), adaptive.WithPercentile(0.5))
 }
 
 // ShedPolicy runs a priority shedder in front of a gate; releases and the

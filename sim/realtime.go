@@ -152,7 +152,7 @@ func runRealtime(sc Scenario, spec PolicySpec, seed uint64, scale float64) (*Res
 	wall := func(d time.Duration) time.Duration { return time.Duration(float64(d) * scale) }
 	env := Env{
 		Clock: clock.System(), Cores: s.Server.Cores, MeanService: wall(s.Server.Service.MeanValue()),
-		MeanWait: wall(s.Server.Wait.MeanValue()), Capacity: capacity / scale, SLO: wall(s.SLO),
+		MeanWait: wall(s.Server.Wait.MeanValue()), Capacity: capacity / scale, SLO: wall(s.SLO), MaxInFlight: s.Server.MaxInFlight,
 	}
 	pol, err := spec.New(env)
 	if err != nil {

@@ -199,3 +199,21 @@ func TestGradientSurvivesAnEarlyCapacityDrop(t *testing.T) {
 		}
 	}
 }
+
+// The gate policies take the server's memory bound as their maximum limit,
+// as an operator would: in dependency-spike the slow path's requests would
+// fill more than the 1,000 slots the server has, and a limit that grows
+// with the flat RTT (the gradient's dead-band probe) used to run past it,
+// so that the server failed requests the gate had admitted.
+func TestGatesStayUnderTheServersBound(t *testing.T) {
+	sc := short(scenario(t, "dependency-spike"), 0.3)
+	for _, name := range []string{"gradient", "vegas", "aimd"} {
+		r, err := Run(sc, policy(t, name), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.CapHits != 0 {
+			t.Errorf("%s: the server's bound was hit %d times", name, r.CapHits)
+		}
+	}
+}
