@@ -203,8 +203,8 @@ func Queue(limit, noload, rtt float64) float64 {
 //	peak in flight < ¾L, none refused →  L        (no growth beyond demand, no shrinking either)
 //	nearly full (peak ≥ ¾L), queue    →  L
 //	  above threshold(L)
-//	rtt > r·maxRTT                    →  L·r·maxRTT/rtt
-//	rtt in (0.9, 1]·r·maxRTT          →  L   (dead band)
+//	rtt' > r·maxRTT                   →  L·r·maxRTT/rtt'
+//	rtt' in (0.9, 1]·r·maxRTT         →  L   (dead band)
 //	queue ≤ threshold(L), slow start  →  2L       (ended when a knee is learnt; re-armed after 10 calm windows, not while a knee is set)
 //	queue ≤ threshold(L) 3+ windows,  →  L + beta(L)
 //	  no knee set
@@ -214,7 +214,9 @@ func Queue(limit, noload, rtt float64) float64 {
 //	queue > r·beta(L)                 →  max(L/2, L − (queue − r·beta(L)))
 //	otherwise                         →  L
 //
-// with queue = Queue(L, noload, rtt), r = relief(s) and
+// with queue = Queue(L, noload, rtt), r = relief(s), rtt' = rtt under real
+// overload (r = 1) and max(smoothed RTT, min(rtt, r·maxRTT)) while few are
+// refused (only slowness that persists counts), and
 // L' = L + smoothing·(proposal − L).
 func (v *Vegas) Update(s adaptive.Sample) int {
 	if int(math.Round(v.limit)) != s.Limit {
@@ -236,6 +238,14 @@ func (v *Vegas) Update(s adaptive.Sample) int {
 	q := Queue(L, v.noload, rtt)
 	relief := v.relief(s)
 	maxRTT := v.maxRTTNow()
+	// Under real overload judge each window; while few are refused, only
+	// slowness that persists (the smoothed RTT), not the queue spike of a
+	// busy but healthy server: one slow window must not cut the limit by a
+	// third at 0.9× capacity.
+	judged := rtt
+	if relief > 1 && maxRTT > 0 {
+		judged = max(v.smoothed, min(rtt, relief*maxRTT))
+	}
 	var p float64
 	switch {
 	case share > v.dropTol:
@@ -243,10 +253,10 @@ func (v *Vegas) Update(s adaptive.Sample) int {
 		p = L * (1 - share)
 	case !full && (float64(s.MaxInFlight) < nearFull*L || q > v.threshold(L)):
 		p = L
-	case maxRTT > 0 && rtt > relief*maxRTT:
+	case maxRTT > 0 && judged > relief*maxRTT:
 		v.slowStart = false
-		p = L * relief * maxRTT / rtt
-	case maxRTT > 0 && rtt > 0.9*relief*maxRTT:
+		p = L * relief * maxRTT / judged
+	case maxRTT > 0 && judged > 0.9*relief*maxRTT:
 		p = L // dead band just under the bound: hold rather than oscillate
 	case q <= v.threshold(L):
 		switch {

@@ -254,3 +254,28 @@ func TestNoSlowStartOnceTheKneeIsSet(t *testing.T) {
 		prev = got
 	}
 }
+
+// While hardly anyone is refused (a busy but healthy server near capacity),
+// one window with a queue spike over WithMaxRTT must not cut the limit: it
+// cut 55 to 29 at 0.93× capacity in the simulator's ramp (seed 3) and
+// started shedding there. Slowness that persists still cuts it.
+func TestOneSlowWindowIsNotOverloadWhileFewAreRefused(t *testing.T) {
+	d := newDriver(WithInitialLimit(55), WithMaxRTT(6*ms))
+	for range 10 {
+		d.step(idle(3*ms, 30))
+	}
+	// The spike: the gate fills and a few callers are refused, the window
+	// median is twice the bound.
+	spike := func(l int) adaptive.Sample { return win(l, l, 300, 12*ms, 20, 0) }
+	if got := d.step(spike); got != 55 {
+		t.Fatalf("limit %d after one slow window with 6%% refused; want it held at 55", got)
+	}
+	d.step(idle(3*ms, 30))
+	var got int
+	for range 8 {
+		got = d.step(spike)
+	}
+	if got >= 40 {
+		t.Fatalf("limit %d after eight slow windows in a row; want it cut", got)
+	}
+}
