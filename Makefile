@@ -6,7 +6,7 @@ GO ?= go
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-.PHONY: test deps fmt vet staticcheck unit bench-test bench fuzz
+.PHONY: test deps fmt vet staticcheck unit bench-test bench simcompare fuzz
 
 test: deps fmt vet staticcheck unit bench-test
 
@@ -34,6 +34,16 @@ bench-test:
 # Benchmarks against peer libraries (see bench/README.md); not part of `make test`.
 bench:
 	cd bench && ./run.sh
+
+# sluice against its peers in the simulator, written to docs/simcompare.md
+# (about 9 minutes on 2 cores; not part of `make test`): parts 1-3 from
+# bench/cmd/simcompare, part 4 (failsafe-go on a virtual wall clock, full
+# scenarios, 5 seeds) from its test TestSyncedComparison.
+simcompare:
+	@part4=$$(mktemp); set -e; \
+	(cd bench && $(GO) run ./cmd/simcompare) > docs/simcompare.md; \
+	(cd bench && SIMCOMPARE_SYNCED=$$part4 $(GO) test -run '^TestSyncedComparison$$' -count=1 -timeout 1h ./cmd/simcompare); \
+	echo >> docs/simcompare.md; cat $$part4 >> docs/simcompare.md; rm -f $$part4
 
 # Short runs of every fuzz target, one after the other (go test -fuzz takes
 # one target at a time; longer: FUZZTIME=5m make fuzz): option and limit

@@ -14,6 +14,12 @@
 //     virtual-time runs of sluice's policies on the same shortened
 //     scenarios as a fidelity check.
 //
+// A fourth part is a test, because it needs testing/synctest: failsafe-go
+// against sluice on the full-length scenarios, every run through
+// sim.RunRealtime on a virtual wall clock (TestSyncedComparison in
+// synced_test.go; `make simcompare` at the repository root writes all four
+// parts to docs/simcompare.md).
+//
 // The virtual-time parts are deterministic for a given -seed; the real-time
 // part is not (see sim.RunRealtime). With the defaults the whole command
 // takes about three minutes of wall time on a 2-core machine: half a minute
