@@ -3,7 +3,9 @@
 // scenarios, seeds and server models:
 //
 //   - Failsafe: failsafe-go's adaptivelimiter with its defaults. It reads the
-//     wall clock, so it runs only through sim.RunRealtime.
+//     wall clock, so it runs only through sim.RunRealtime: in real time, or
+//     inside a testing/synctest bubble, whose fake clock makes the run exact
+//     and fast (bench/cmd/simcompare's TestSyncedComparison).
 //   - NetflixVegas and NetflixGradient2: Netflix concurrency-limits'
 //     VegasLimit and Gradient2Limit, written from their published formulas
 //     and defaults as adaptive.Algorithms and driven by sluice's gate with

@@ -17,8 +17,8 @@ import (
 // without a sample, as failsafe-go recommends for timeouts).
 //
 // The limiter reads the wall clock (time.Now) and ignores Env.Clock, so the
-// policy is meaningful only under sim.RunRealtime; it is safe for concurrent
-// use.
+// policy is meaningful only under sim.RunRealtime — in real time, or on the
+// fake clock of a testing/synctest bubble; it is safe for concurrent use.
 func Failsafe() sim.PolicySpec {
 	return sim.PolicySpec{
 		Name:        "failsafe",
