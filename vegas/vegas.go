@@ -25,6 +25,10 @@
 //     (L − (queue − beta)), not by log10(L) per window, and growth is
 //     exponential again after a recovery (slow start re-arms when the queue
 //     has stayed empty for a while).
+//   - held at the knee: when the service itself is slower than WithMaxRTT
+//     allows, the limit is held on mean RTTs over many windows against the
+//     service's own RTT, measured by short probes below the knee, and moves
+//     by one; single noisy windows no longer ratchet it down.
 package vegas
 
 import (
@@ -62,6 +66,20 @@ type Vegas struct {
 	runRTT, runInFlight float64 // stale no-load detection anchor
 	runMin              float64
 	inRun               bool
+
+	// Holding the limit at the knee (see holdKnee).
+	own        float64 // ns: the service's own mean RTT, from probes; 0 before the first
+	ownW       float64 // requests behind own
+	kneeN      int     // probes averaged into own
+	far        bool    // the last window was over kneeFar
+	ups        int     // steps up in a row
+	rate       float64 // EMA of requests per window at the knee
+	rateMax    float64 // the highest rate at the knee, slowly forgotten
+	probe      int     // windows left in the current probe; 0 when not probing
+	probeBase  float64 // the limit to return to after the probe
+	sinceProbe int     // windows since the last probe
+	acc        float64 // Σ (rtt/own − kneeMid) since the last step (see integrate)
+	accN       int     // windows in acc; −1: skip the next window
 }
 
 // Option configures a Vegas.
@@ -214,6 +232,8 @@ func Queue(limit, noload, rtt float64) float64 {
 //	queue > r·beta(L)                 →  max(L/2, L − (queue − r·beta(L)))
 //	otherwise                         →  L
 //
+// except while the knee binds (a WithMaxRTT bound and a knee: see
+// holdKnee), where windows without drops follow holdKnee instead;
 // with queue = Queue(L, noload, rtt), r = relief(s), rtt' = rtt under real
 // overload (r = 1) and max(smoothed RTT, min(rtt, r·maxRTT)) while few are
 // refused (only slowness that persists counts), and
@@ -221,6 +241,7 @@ func Queue(limit, noload, rtt float64) float64 {
 func (v *Vegas) Update(s adaptive.Sample) int {
 	if int(math.Round(v.limit)) != s.Limit {
 		v.limit = float64(s.Limit) // the gate clamped it: follow
+		v.probe = 0                // and drop a probe (see holdKnee)
 	}
 	L := v.limit
 	v.notePressure(s)
@@ -245,6 +266,10 @@ func (v *Vegas) Update(s adaptive.Sample) int {
 	judged := rtt
 	if relief > 1 && maxRTT > 0 {
 		judged = max(v.smoothed, min(rtt, relief*maxRTT))
+	}
+	if v.kneeBinds() && share <= v.dropTol {
+		v.limit = max(1, v.holdKnee(s, full, relief))
+		return int(math.Round(v.limit))
 	}
 	var p float64
 	switch {
@@ -362,7 +387,7 @@ func (v *Vegas) learn(rtt, share float64, full bool, s adaptive.Sample) {
 		v.noload = v.smoothed
 	}
 	if v.smoothed < 0.7*v.knee {
-		v.knee = 0 // the service got faster again
+		v.setKnee(0) // the service got faster again
 	}
 	inFlight := float64(s.MaxInFlight)
 	congested := Queue(v.limit, v.noload, rtt) > v.beta(v.limit) ||
@@ -375,10 +400,183 @@ func (v *Vegas) learn(rtt, share float64, full bool, s adaptive.Sample) {
 	case inFlight <= v.runInFlight*2/3:
 		// Less concurrency, same RTT: the service got slower, not queueing.
 		v.noload = min(rtt, v.runMin)
-		v.knee = v.noload
+		v.setKnee(v.noload)
 		v.slowStart = false // no slow start while the knee is set (see Update)
 		v.inRun = false
 	default:
 		v.runMin = min(v.runMin, rtt)
 	}
+}
+
+// setKnee sets the knee (0: none) and restarts holding it (see holdKnee):
+// the first probe comes at once.
+func (v *Vegas) setKnee(k float64) {
+	v.knee, v.own, v.ownW, v.kneeN, v.probe, v.acc, v.accN = k, 0, 0, 0, 0, 0, 0
+	v.far, v.rate, v.rateMax, v.ups = false, 0, 0, 0
+	v.sinceProbe = probeFirst
+}
+
+// kneeBinds reports whether the knee is set under a WithMaxRTT bound: the
+// service's own RTT was seen not to fall with less concurrency, and the
+// limit is held at the knee (see holdKnee).
+func (v *Vegas) kneeBinds() bool { return v.maxRTT > 0 && v.knee > 0 }
+
+const (
+	// probeEvery: windows between probes at the knee (probeFirst until
+	// probeWarm probes have been averaged).
+	probeEvery, probeFirst, probeWarm = 16, 4, 4
+	// probeDepth: a probe holds this share of the limit (at least 2 less).
+	probeDepth = 0.85
+	// probeMin: no probes below this limit.
+	probeMin = 4
+	// ownCap: the most requests the own RTT's average weighs (older probes
+	// fade beyond it).
+	ownCap = 2000
+	// ownReset: a probe this much faster than the own RTT restarts it.
+	ownReset = 0.8
+	// rateLow, rateForget: below rateLow of the highest rate seen at the
+	// knee (forgotten by rateForget per window) the limit grows.
+	rateLow, rateForget = 0.85, 0.998
+	// kneeMid: the mean RTT held at the knee, over the own RTT.
+	kneeMid = 1.08
+	// kneeDown, kneeUp: the integral of rtt/own − kneeMid that moves the
+	// limit down, and up, by one.
+	kneeDown, kneeUp = 0.3, 0.15
+	// kneeFar: two windows in a row this much slower than the own RTT are
+	// cut at once.
+	kneeFar = 1.5
+)
+
+// holdKnee moves the limit while the knee is set. Single windows are too
+// noisy there (a few requests each), and the knee's RTT, a minimum of
+// window RTTs, is biased low: cutting by knee/rtt on every slow window
+// ratcheted the limit down to a fraction of the knee. So the limit is held
+// on the windows' mean RTTs (less noisy than a percentile, and in
+// proportion to the number in flight beyond the knee):
+//
+//   - probe: every probeEvery windows the limit drops for two windows
+//     (probeLimit); the second one measures the service's own RTT (addProbe);
+//   - two windows in a row over kneeFar·r·own:  L·r·own/rtt
+//   - rate < rateLow·rateMax (gate full):        L + 1   (below the knee, where the RTT is flat; see noteRate)
+//   - no probe yet, rtt' > kneeFar·r·knee:       L·r·knee/rtt'   (rtt' the window's RTT)
+//   - no probe yet, L < probeMin (gate full):    L + 1
+//   - otherwise the integral of rtt/own (integrate).
+//
+// with r = relief(s).
+func (v *Vegas) holdKnee(s adaptive.Sample, full bool, relief float64) float64 {
+	L := v.limit
+	v.slowStart = false
+	rtt := float64(s.AvgRTT)
+	if rtt <= 0 {
+		rtt = float64(s.RTT)
+	}
+	switch v.probe {
+	case 2:
+		v.probe--
+		return L
+	case 1:
+		v.probe = 0
+		v.addProbe(rtt, float64(s.Count))
+		v.acc, v.accN = 0, -1 // skip the first window back
+		return v.probeBase
+	}
+	wasFar := v.far
+	v.far = v.own > 0 && rtt > kneeFar*relief*v.own
+	v.noteRate(float64(s.Count))
+	switch {
+	case v.far && wasFar:
+		v.acc, v.accN = 0, 0
+		return L * relief * v.own / rtt
+	case full && v.rate < rateLow*v.rateMax && v.accN >= 0:
+		v.acc = 0
+		return L + 1
+	case v.own == 0 && float64(s.RTT) > kneeFar*relief*v.knee:
+		return L * relief * v.knee / float64(s.RTT)
+	}
+	v.sinceProbe++
+	every := probeEvery
+	if v.kneeN < probeWarm {
+		every = probeFirst
+	}
+	if v.sinceProbe >= every && full && L >= probeMin {
+		v.sinceProbe, v.probe, v.probeBase = 0, 2, L
+		return probeLimit(L)
+	}
+	switch {
+	case v.own == 0 && L < probeMin && full:
+		return L + 1 // too few in flight to probe below: make room
+	case v.own == 0:
+		return L
+	case v.accN < 0:
+		v.accN = 0 // the first window back from a probe
+		return L
+	}
+	return v.integrate(rtt/v.own, full, relief)
+}
+
+// probeLimit is the limit during a probe below the knee:
+//
+//	min(L − 2, ⌊probeDepth·L⌋)
+func probeLimit(L float64) float64 { return min(L-2, math.Floor(probeDepth*L)) }
+
+// addProbe averages a probe's mean RTT into the service's own RTT, weighted
+// by its n requests:
+//
+//	W' = min(W + n, ownCap),  own' = own + (rtt − own)·n/W'
+//
+// restarting (W = 0) when the probe is faster than ownReset·own: the
+// earlier probes were above the knee.
+func (v *Vegas) addProbe(rtt, n float64) {
+	v.kneeN++
+	if n <= 0 {
+		return
+	}
+	if v.own == 0 || rtt < ownReset*v.own {
+		v.own, v.ownW = rtt, 0
+	}
+	v.ownW = min(v.ownW+n, ownCap)
+	v.own += (rtt - v.own) * n / v.ownW
+}
+
+// noteRate keeps the requests per window at the knee, to tell a limit far
+// below the knee (where the RTT is flat and says nothing) by its
+// throughput:
+//
+//	rate' = rate + 0.2·(n − rate),  rateMax' = max(rateForget·rateMax, rate')
+func (v *Vegas) noteRate(n float64) {
+	if v.rate == 0 {
+		v.rate = n
+	}
+	v.rate += 0.2 * (n - v.rate)
+	v.rateMax = max(v.rateMax*rateForget, v.rate)
+}
+
+// integrate moves the limit by the integral of x = rtt/own since the last
+// step, acc = Σ (x − kneeMid·r):
+//
+//	acc > kneeDown               →  L − max(1, ⌊L·(1 − kneeMid·r/m)⌋), m = kneeMid·r + acc/n
+//	acc < −kneeUp/(1 + u), full  →  L + 1
+//	otherwise                    →  L
+//
+// over the n windows since the last step, with u the steps up in a row
+// (growing again and again grows faster) and r = relief(s). Noise averages
+// out; only a quick crossing (m far above the band) steps by more than one.
+func (v *Vegas) integrate(x float64, full bool, relief float64) float64 {
+	L := v.limit
+	v.acc += x - kneeMid*relief
+	v.accN++
+	up := kneeUp / float64(1+v.ups)
+	switch {
+	case v.acc > kneeDown:
+		m := kneeMid*relief + v.acc/float64(v.accN)
+		v.acc, v.accN, v.ups = 0, 0, 0
+		return L - max(1, math.Floor(L*(1-kneeMid*relief/m)))
+	case v.acc < -up && full:
+		v.acc, v.accN = 0, 0
+		v.ups++
+		return L + 1
+	case v.acc < -up:
+		v.acc = -up
+	}
+	return L
 }

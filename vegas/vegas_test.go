@@ -1,6 +1,7 @@
 package vegas
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -212,6 +213,8 @@ func TestNoJumpsAtTheKnee(t *testing.T) {
 	if d.v.knee == 0 {
 		t.Fatal("knee not learnt")
 	}
+	// The highest limit so far, not the last one: a probe below the knee
+	// (see holdKnee) returns to the limit it left, which is no jump.
 	prev := d.limit
 	for i := range 40 {
 		// Windows at the no-load RTT (learnt while the service was slow):
@@ -220,7 +223,7 @@ func TestNoJumpsAtTheKnee(t *testing.T) {
 		if got > prev+max(2, prev/10) {
 			t.Fatalf("window %d at the knee: limit jumped from %d to %d", i, prev, got)
 		}
-		prev = got
+		prev = max(prev, got)
 	}
 }
 
@@ -245,13 +248,13 @@ func TestNoSlowStartOnceTheKneeIsSet(t *testing.T) {
 	if d.v.knee == 0 {
 		t.Fatal("knee not learnt")
 	}
-	prev := d.limit
+	prev := d.limit // the highest so far: a probe's return is no jump
 	for i := range 10 {
 		got := d.step(slow)
 		if got > prev+max(3, prev/10) {
 			t.Fatalf("window %d at the knee: limit jumped from %d to %d", i, prev, got)
 		}
-		prev = got
+		prev = max(prev, got)
 	}
 }
 
@@ -277,5 +280,88 @@ func TestOneSlowWindowIsNotOverloadWhileFewAreRefused(t *testing.T) {
 	}
 	if got >= 40 {
 		t.Fatalf("limit %d after eight slow windows in a row; want it cut", got)
+	}
+}
+
+// psKnee is a deterministic trace of a service whose own mean RTT is own
+// up to c in flight and grows in proportion beyond (processor sharing over
+// c cores), with, if noisy, the window-to-window noise of a hundred-odd
+// requests per window (uniform within ±15%, from a fixed seed); the gate
+// is full and callers are refused. The window RTT is the median, 0.69 of
+// the mean.
+func psKnee(c int, own time.Duration, noisy bool) func(int) adaptive.Sample {
+	rng := rand.New(rand.NewPCG(1, 2))
+	return func(l int) adaptive.Sample {
+		f := 1.0
+		if noisy {
+			f = 0.85 + 0.3*rng.Float64()
+		}
+		mean := float64(own) * max(1, float64(l)/float64(c)) * f
+		n := int(float64(100*ms) / float64(own) * float64(min(l, c)))
+		return adaptive.Sample{Limit: l, MaxInFlight: l, Count: n, Rejected: 100,
+			RTT: time.Duration(0.69 * mean), AvgRTT: time.Duration(mean)}
+	}
+}
+
+// kneeDriver is the simulator's vegas gate that learnt a 3.4ms median
+// no-load RTT and then saw the service slow down to psKnee(16, 10ms),
+// whose median (6.9ms) is over WithMaxRTT: the knee, learnt from a
+// noise-free spell, binds. It returns the noisy trace.
+func kneeDriver(t *testing.T) (*driver, func(int) adaptive.Sample) {
+	d := newDriver(append(Proportional(0.3, 0.6), WithInitialLimit(64), WithMaxRTT(6250*time.Microsecond))...)
+	for range 5 {
+		d.step(idle(3400*time.Microsecond, 20))
+	}
+	for w := psKnee(16, 10*ms, false); d.v.knee == 0; {
+		if d.step(w); d.v.seen > 100 {
+			t.Fatal("knee not learnt")
+		}
+	}
+	return d, psKnee(16, 10*ms, true)
+}
+
+// At the knee, window RTTs carry ±15% of noise: each slow window cut the
+// limit by knee/rtt and each fast one added one, and the limit ratcheted
+// down to a fraction of the knee (the simulator's capacity-drop lost 10%
+// of its goodput so). Held on the mean of many windows against probes of
+// the service's own RTT, it stays at the knee: 16 in flight, 17 at most
+// for the latency objective.
+func TestKneeHeldThroughNoise(t *testing.T) {
+	d, w := kneeDriver(t)
+	sum, lo, hi := 0, 1<<30, 0
+	for i := range 300 {
+		l := d.step(w)
+		sum += l
+		if i >= 50 { // from wherever the knee was learnt: up to the knee
+			lo, hi = min(lo, l), max(hi, l)
+		}
+	}
+	// Probes below the knee take it to 0.85·L for two windows.
+	if mean := float64(sum) / 300; mean < 14 || mean > 18.5 || lo < 11 || hi > 21 {
+		t.Fatalf("limit at the knee (16): mean %.1f, range %d…%d after 50 windows; want a mean in 14…18.5, and 11…21", mean, lo, hi)
+	}
+}
+
+// Held at the knee, the limit dips below it for two windows now and then
+// (at once after the knee is learnt): the second one measures the
+// service's own mean RTT, the reference of the hold, and the limit returns
+// to where it was.
+func TestKneeProbe(t *testing.T) {
+	d, _ := kneeDriver(t)
+	w := psKnee(16, 10*ms, false)
+	d.limit = 16 // as if the gate had it at the knee
+	var got []int
+	for range 8 {
+		got = append(got, d.step(w))
+	}
+	i := 0
+	for i < len(got) && got[i] > 13 {
+		i++
+	}
+	if i+2 >= len(got) || got[i] < 12 || got[i+1] != got[i] || got[i+2] < 16 {
+		t.Fatalf("limits %v from 16: want a probe at 0.85·L (13) for two windows, then back", got)
+	}
+	if own := time.Duration(d.v.own); own < 9900*time.Microsecond || own > 10100*time.Microsecond {
+		t.Fatalf("own RTT %v after the probe, want the service's 10ms", own)
 	}
 }
