@@ -185,7 +185,7 @@ func TestSyncedComparison(t *testing.T) {
 		}
 	}
 	fmt.Fprintf(&b, "\nsluice's gradient against failsafe-go, scenario by scenario (medians; goodput in points of capacity, over the change's phase where there is one). "+
-		"Each figure is called better, equal (goodput within a quarter of a point, p99 within 1%%: less than the spread between seeds) or worse:\n\n")
+		"Each figure is called better, equal (goodput within a quarter of a point, p99 within 1%%) or worse:\n\n")
 	for _, sc := range scs {
 		g, f := sum[key{sc.Name, "gradient"}], sum[key{sc.Name, "failsafe"}]
 		dg := 100 * (g.good - f.good)
