@@ -17,7 +17,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +24,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicehq/sluice/bench/internal/benchfmt"
 	"github.com/sluicehq/sluice/bench/simpeers"
 	"github.com/sluicehq/sluice/sim"
 )
@@ -175,13 +175,13 @@ func TestSyncedComparison(t *testing.T) {
 				p99 = append(p99, r.P99ms)
 				rej = append(rej, r.RejectRatio)
 			}
-			sum[key{sc.Name, p.Name}] = summary{median(good), median(phase), median(p99)}
+			sum[key{sc.Name, p.Name}] = summary{benchfmt.Median(good), benchfmt.Median(phase), benchfmt.Median(p99)}
 			ph := "–"
 			if sc.Change != 0 {
-				ph = fmt.Sprintf("%s (%s)", pct(median(phase)), pct(slices.Min(phase)))
+				ph = fmt.Sprintf("%s (%s)", pct(benchfmt.Median(phase)), pct(slices.Min(phase)))
 			}
 			fmt.Fprintf(&b, "| %s | %s | %d/%d | %s (%s) | %s | %.1f (%.1f) (%g) | %s |\n", sc.Name, p.Name, pass, len(rs),
-				pct(median(good)), pct(slices.Min(good)), ph, median(p99), slices.Max(p99), rs[0].SLOms, pctFine(median(rej)))
+				pct(benchfmt.Median(good)), pct(slices.Min(good)), ph, benchfmt.Median(p99), slices.Max(p99), rs[0].SLOms, pctFine(benchfmt.Median(rej)))
 		}
 	}
 	fmt.Fprintf(&b, "\nsluice's gradient against failsafe-go, scenario by scenario (medians; goodput in points of capacity, over the change's phase where there is one). "+
@@ -212,14 +212,4 @@ func judge(d, tol float64) string {
 		return "equal"
 	}
 	return "worse"
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	sort.Float64s(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
