@@ -13,7 +13,9 @@
 //     queue is empty, until the first congestion signal (Netflix #35);
 //   - drops count: a window with dropped (timed-out) requests shrinks the
 //     limit by the drop share, and its fast successes never lower the no-load
-//     RTT;
+//     RTT — unless cutting the limit by a third did not reduce the drops:
+//     then they are the service's own (a dependency timing out), and only
+//     drops above that floor shrink it;
 //   - no baseline drift: the no-load RTT only ever falls to a faster smoothed
 //     RTT; it is never reset to the current (possibly overloaded) RTT by a
 //     random probe. It is re-learnt only when shrinking the number in flight
@@ -66,6 +68,14 @@ type Vegas struct {
 	runRTT, runInFlight float64 // stale no-load detection anchor
 	runMin              float64
 	inRun               bool
+
+	// Drops that are the service's own (see noteDrops).
+	dropFloor               float64 // drop share not read as congestion; 0: none
+	dropRun                 bool    // in a run of windows with drops over dropLevel
+	dropShare, dropInFlight float64 // the run's anchor: share and concurrency held
+	dropAvg                 float64 // EMA of the drop share, factor 0.2
+	dropSum                 float64 // the drop shares of the run's windows, summed
+	dropN                   int     // the run's windows
 
 	// Holding the limit at the knee (see holdKnee).
 	own        float64 // ns: the service's own mean RTT, from probes; 0 before the first
@@ -217,7 +227,7 @@ func Queue(limit, noload, rtt float64) float64 {
 
 // Update moves the limit for one window:
 //
-//	drop share d > tolerance          →  L·(1 − d)
+//	drop share d > dropLevel          →  L·(1 − (d − dropFloor))
 //	peak in flight < ¾L, none refused →  L        (no growth beyond demand, no shrinking either)
 //	nearly full (peak ≥ ¾L), queue    →  L
 //	  above threshold(L)
@@ -246,8 +256,9 @@ func (v *Vegas) Update(s adaptive.Sample) int {
 	L := v.limit
 	v.notePressure(s)
 	share := float64(s.Dropped) / float64(s.Dropped+s.Count)
+	v.noteDrops(share, s)
 	if s.Count == 0 {
-		if share > v.dropTol {
+		if share > v.dropLevel() {
 			v.slowStart = false
 			v.limit = max(1, math.Floor(L/2))
 		}
@@ -267,15 +278,15 @@ func (v *Vegas) Update(s adaptive.Sample) int {
 	if relief > 1 && maxRTT > 0 {
 		judged = max(v.smoothed, min(rtt, relief*maxRTT))
 	}
-	if v.kneeBinds() && share <= v.dropTol {
+	if v.kneeBinds() && share <= v.dropLevel() {
 		v.limit = max(1, v.holdKnee(s, full, relief))
 		return int(math.Round(v.limit))
 	}
 	var p float64
 	switch {
-	case share > v.dropTol:
+	case share > v.dropLevel():
 		v.slowStart = false
-		p = L * (1 - share)
+		p = L * (1 - (share - v.dropFloor))
 	case !full && (float64(s.MaxInFlight) < nearFull*L || q > v.threshold(L)):
 		p = L
 	case maxRTT > 0 && judged > relief*maxRTT:
@@ -312,7 +323,7 @@ func (v *Vegas) Update(s adaptive.Sample) int {
 	// Slow start re-arms after a calm spell, so that growing back after a
 	// recovery is exponential again; not while the service is known to be
 	// slow (the knee is set: it is cleared when the RTT falls back).
-	if full && q <= v.threshold(L) && share <= v.dropTol {
+	if full && q <= v.threshold(L) && share <= v.dropLevel() {
 		v.calm++
 		if v.calm >= 10 && v.knee == 0 {
 			v.slowStart = true
@@ -368,6 +379,41 @@ func (v *Vegas) maxRTTNow() float64 {
 	return max(float64(v.maxRTT), v.knee)
 }
 
+// dropLevel is the drop share of a window that is not read as congestion:
+// the WithDropTolerance floor, or more when cutting the limit was seen not
+// to reduce the drops (see noteDrops).
+func (v *Vegas) dropLevel() float64 { return max(v.dropTol, v.dropFloor) }
+
+// noteDrops learns drops that are the service's own: a dependency whose
+// requests time out whatever the concurrency. If, over a run of windows
+// with drops above dropLevel, the concurrency held (min(peak in flight,
+// limit)) was cut by a third without the drop share falling by a tenth, the
+// run's mean drop share becomes the floor (dropFloor) and only drops above
+// it shrink the limit; the floor goes when the share, smoothed (EMA, factor 0.2: a
+// window holds few of them, so one window's share is noisy), falls under
+// half of it. Without
+// this, a dependency spike whose requests all time out halves the limit
+// window after window, down to 1.
+func (v *Vegas) noteDrops(share float64, s adaptive.Sample) {
+	v.dropAvg += 0.2 * (share - v.dropAvg)
+	if v.dropAvg < v.dropFloor/2 {
+		v.dropFloor = 0 // the drops that were not queueing have gone
+	}
+	if share <= v.dropLevel() {
+		v.dropRun = false
+		return
+	}
+	held := float64(min(s.MaxInFlight, s.Limit))
+	if !v.dropRun || share < 0.9*v.dropShare {
+		v.dropRun, v.dropShare, v.dropInFlight, v.dropSum, v.dropN = true, share, held, 0, 0
+	}
+	v.dropSum += share
+	v.dropN++
+	if held <= v.dropInFlight*2/3 {
+		v.dropFloor, v.dropRun = v.dropSum/float64(v.dropN), false
+	}
+}
+
 // learn keeps the no-load RTT: it falls at once to a faster smoothed RTT
 // (never from a window with drops, whose successes may be fast because the
 // slow ones were dropped), and is re-learnt from the current RTT only when
@@ -377,7 +423,7 @@ func (v *Vegas) learn(rtt, share float64, full bool, s adaptive.Sample) {
 		v.smoothed = rtt
 	}
 	v.smoothed += 0.2 * (rtt - v.smoothed)
-	if share > v.dropTol {
+	if share > v.dropLevel() {
 		return
 	}
 	v.seen++

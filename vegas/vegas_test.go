@@ -2,6 +2,7 @@ package vegas
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -363,5 +364,26 @@ func TestKneeProbe(t *testing.T) {
 	}
 	if own := time.Duration(d.v.own); own < 9900*time.Microsecond || own > 10100*time.Microsecond {
 		t.Fatalf("own RTT %v after the probe, want the service's 10ms", own)
+	}
+}
+
+// A dependency whose requests time out whatever the concurrency: half of
+// every window's requests are dropped, at any limit. Shrinking does not
+// reduce the drops, so they are not congestion: the limit must not be
+// halved window after window down to 1 (it fell from 256 to 1 within a
+// second in the simulator's dependency-spike, refusing two thirds of the
+// callers while the CPU idled).
+func TestOwnDropsDoNotCollapseTheLimit(t *testing.T) {
+	d := newDriver(WithInitialLimit(200), WithMaxRTT(12*ms))
+	for range 5 {
+		d.step(idle(10*ms, 100))
+	}
+	half := func(l int) adaptive.Sample { return win(l, l, 100, 10*ms, 50, 100) }
+	var got []int
+	for range 60 {
+		got = append(got, d.step(half))
+	}
+	if low := slices.Min(got[20:]); low < 40 {
+		t.Fatalf("limit fell to %d with a constant 50%% drop share that shrinking does not change (limits %v)", low, got)
 	}
 }
