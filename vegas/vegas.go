@@ -250,13 +250,22 @@ func Queue(limit, noload, rtt float64) float64 {
 // L' = L + smoothing·(proposal − L).
 func (v *Vegas) Update(s adaptive.Sample) int {
 	if int(math.Round(v.limit)) != s.Limit {
-		v.limit = float64(s.Limit) // the gate clamped it: follow
-		v.probe = 0                // and drop a probe (see holdKnee)
+		// The gate clamped it: follow, and drop a probe (see holdKnee) —
+		// unless the gate's minimum lifted the probe's limit: then probe at
+		// that minimum (dropping it would leave the own RTT unmeasured and
+		// the limit held at the minimum for good).
+		if !(v.probe > 0 && float64(s.Limit) > v.limit && float64(s.Limit) <= v.probeBase) {
+			v.probe = 0
+		}
+		v.limit = float64(s.Limit)
 	}
 	L := v.limit
 	v.notePressure(s)
 	share := float64(s.Dropped) / float64(s.Dropped+s.Count)
 	v.noteDrops(share, s)
+	if s.Count == 0 || share > v.dropLevel() {
+		v.probe = 0 // a cut for drops must not be undone by a probe's return
+	}
 	if s.Count == 0 {
 		if share > v.dropLevel() {
 			v.slowStart = false

@@ -387,3 +387,59 @@ func TestOwnDropsDoNotCollapseTheLimit(t *testing.T) {
 		t.Fatalf("limit fell to %d with a constant 50%% drop share that shrinking does not change (limits %v)", low, got)
 	}
 }
+
+// clamped steps v as a gate with the given minimum limit would: the limit
+// Update returns, lifted to lo.
+func clamped(v *Vegas, limit, lo int, w func(int) adaptive.Sample) int {
+	return max(v.Update(w(limit)), lo)
+}
+
+// A cut for drops that comes during a probe below the knee must stay: the
+// probe's end used to return to the limit it left, undoing the cut (a limit
+// cut from 15 to 8 by a window with half its requests dropped came back to
+// 18 two windows later).
+func TestDropCutDuringAProbeStays(t *testing.T) {
+	for _, allDropped := range []bool{false, true} {
+		d, w := kneeDriver(t)
+		for i := 0; d.v.probe == 0; i++ {
+			if d.step(w); i > 200 {
+				t.Fatal("no probe at the knee")
+			}
+		}
+		base := d.v.probeBase
+		s := w(d.limit)
+		s.Dropped = s.Count
+		if allDropped {
+			s.Count, s.RTT, s.AvgRTT = 0, 0, 0
+		}
+		cut := d.step(func(int) adaptive.Sample { return s })
+		got := []int{cut}
+		for range 2 {
+			got = append(got, d.step(w))
+		}
+		if slices.Max(got[1:]) >= int(base) {
+			t.Fatalf("all dropped %v: probe from %.1f, cut to %d by drops, then %v: the probe's end undid the cut", allDropped, base, cut, got[1:])
+		}
+	}
+}
+
+// With a gate minimum above the probe's depth the gate lifts the probe's
+// limit; the probe must go on at that minimum. Dropping it left the
+// service's own RTT unmeasured, and without it the limit never moved off
+// the minimum.
+func TestProbeLiftedByTheGatesMinimum(t *testing.T) {
+	d, w := kneeDriver(t)
+	const lo = 15
+	limit := max(d.limit, lo)
+	var got []int
+	for range 300 {
+		limit = clamped(d.v, limit, lo, w)
+		got = append(got, limit)
+	}
+	if d.v.own == 0 {
+		t.Fatalf("own RTT never measured with a gate minimum of %d (limits %v)", lo, got[:40])
+	}
+	if hi := slices.Max(got[100:]); hi <= lo {
+		t.Fatalf("limit held at the gate's minimum %d for good (limits %v)", lo, got[100:140])
+	}
+}
