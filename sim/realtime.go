@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/shed"
 )
 
 // RunRealtime simulates scenario sc under the policy built by spec in scaled
@@ -113,6 +114,7 @@ type rtRun struct {
 	needDeadline bool // the client's deadline is an event (retries or honoured deadlines)
 	rejectWork   float64
 	pol          Policy
+	throttle     *shed.Throttle // clients' adaptive throttling; nil: none
 	srv          *rtServer
 	wg           sync.WaitGroup // the arrival goroutine and the attempts
 
@@ -163,6 +165,12 @@ func runRealtime(sc Scenario, spec PolicySpec, seed uint64, scale float64) (*Res
 
 	// The arrival process is the engine's own code (nextArrival, load),
 	// on an engine that does nothing else.
+	if k := s.Retry.Throttle; k > 0 {
+		// As Run's, on the clock the policy reads (wall time).
+		if rt.throttle, err = shed.NewThrottle(shed.ThrottleClock(clock.System()), shed.ThrottleK(k), shed.ThrottleSeed(seed)); err != nil {
+			return nil, rtStats{}, err
+		}
+	}
 	gen := &engine{sc: s, end: rt.end, capacity: capacity}
 	gen.initArrivals(seed)
 	rt.srv = &rtServer{rt: rt, in: make(chan *rtJob, 1024), done: make(chan struct{}),
@@ -285,6 +293,14 @@ func (rt *rtRun) attempt(r *request) {
 		return
 	}
 	r.counted = r.start >= rt.warm
+	if rt.throttle != nil && !rt.throttle.Allow(shed.Priority(r.prio)) {
+		rt.mu.Lock()
+		rt.rollTo(r.start)
+		rt.m.throttled(r)
+		rt.retryOrFail(r, r.start)
+		rt.mu.Unlock()
+		return
+	}
 	rt.mu.Lock()
 	rt.rollTo(r.start)
 	rt.m.attempt(r)
@@ -401,6 +417,9 @@ func (rt *rtRun) finish(r *request, tk Ticket, fin int64) {
 	rt.mu.Unlock()
 	if ontime {
 		rt.pol.Done(tk, Success)
+		if rt.throttle != nil {
+			rt.throttle.Accepted(shed.Priority(r.prio))
+		}
 	} else {
 		rt.pol.Done(tk, Dropped)
 	}

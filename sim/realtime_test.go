@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -235,5 +236,42 @@ func TestRealtimeEnvIsInWallTime(t *testing.T) {
 	}
 	if got.TunedLimit() != 96 {
 		t.Errorf("tuned limit %d, want 96 as in virtual time", got.TunedLimit())
+	}
+}
+
+// On the fake clock of a testing/synctest bubble, RunRealtime at scale 1 has
+// no timer lateness: it must measure what Run measures, clients' adaptive
+// throttling included (it used to be left out, so priorities-retries sent a
+// third more attempts in real time than in virtual time).
+func TestRealtimeOnAFakeClockMatchesRun(t *testing.T) {
+	sc := short(scenario(t, "priorities-retries"), 0.2)
+	p := policy(t, "gradient")
+	virt, err := Run(sc, p, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rt *Result
+	synctest.Test(t, func(t *testing.T) {
+		if rt, err = RunRealtime(sc, p, 1, 1); err != nil {
+			t.Error(err)
+		}
+	})
+	if rt == nil {
+		return
+	}
+	if virt.ThrottledRatio == 0 {
+		t.Fatal("the scenario throttles nothing: no check")
+	}
+	for _, f := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"throttled ratio", rt.ThrottledRatio, virt.ThrottledRatio},
+		{"reject ratio", rt.RejectRatio, virt.RejectRatio},
+		{"goodput ratio", rt.GoodputRatio, virt.GoodputRatio},
+	} {
+		if math.Abs(f.got-f.want) > 0.02 {
+			t.Errorf("%s: %.4f on the fake clock, %.4f in virtual time", f.name, f.got, f.want)
+		}
 	}
 }
