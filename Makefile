@@ -36,14 +36,14 @@ bench:
 	cd bench && ./run.sh
 
 # sluice against its peers in the simulator, written to docs/simcompare.md
-# (about 9 minutes on 2 cores; not part of `make test`): parts 1-3 from
+# (about 7 minutes on 2 cores; not part of `make test`): parts 1-3 from
 # bench/cmd/simcompare, part 4 (failsafe-go on a virtual wall clock, full
 # scenarios, 5 seeds) from its test TestSyncedComparison.
 simcompare:
-	@part4=$$(mktemp); set -e; \
-	(cd bench && $(GO) run ./cmd/simcompare) > docs/simcompare.md; \
-	(cd bench && SIMCOMPARE_SYNCED=$$part4 $(GO) test -run '^TestSyncedComparison$$' -count=1 -timeout 1h ./cmd/simcompare); \
-	echo >> docs/simcompare.md; cat $$part4 >> docs/simcompare.md; rm -f $$part4
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	(cd bench && $(GO) run ./cmd/simcompare) > "$$tmp/doc.md"; \
+	(cd bench && SIMCOMPARE_SYNCED="$$tmp/part4.md" $(GO) test -run '^TestSyncedComparison$$' -count=1 -timeout 1h ./cmd/simcompare); \
+	echo >> "$$tmp/doc.md"; cat "$$tmp/part4.md" >> "$$tmp/doc.md"; mv "$$tmp/doc.md" docs/simcompare.md
 
 # Short runs of every fuzz target, one after the other (go test -fuzz takes
 # one target at a time; longer: FUZZTIME=5m make fuzz): option and limit

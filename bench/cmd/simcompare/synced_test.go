@@ -104,7 +104,7 @@ func TestFailsafeOnAVirtualClock(t *testing.T) {
 // scenario (or those named, comma-separated, in SIMCOMPARE_SCENARIOS), full
 // length, seeds 1…SIMCOMPARE_SEEDS (default 5), under
 // failsafe-go, sluice's gradient and sluice's vegas, each through the synced
-// mode. About 6 minutes on 2 cores; skipped unless SIMCOMPARE_SYNCED is set:
+// mode. About 5 minutes on 2 cores; skipped unless SIMCOMPARE_SYNCED is set:
 //
 //	cd bench && SIMCOMPARE_SYNCED=/tmp/part4.md go test -run TestSyncedComparison -count=1 -timeout 1h ./cmd/simcompare
 func TestSyncedComparison(t *testing.T) {
