@@ -173,18 +173,19 @@ func TestRealtimeExercisesEveryPath(t *testing.T) {
 		if c.policy != "none" && r.RejectRatio == 0 {
 			t.Errorf("%s: no rejections at 3× capacity", c.name)
 		}
-		for _, m := range []struct {
-			metric string
-			r, v   float64
-		}{
-			{"goodput ratio", r.GoodputRatio, v.GoodputRatio},
-			{"reject ratio", r.RejectRatio, v.RejectRatio},
-			{"retry amplification", r.RetryAmp, v.RetryAmp},
-			{"wasted ratio", r.WastedRatio, v.WastedRatio},
-		} {
-			if math.Abs(m.r-m.v) > 0.1 {
-				t.Errorf("%s: %s %.3f in real time, %.3f in virtual time", c.name, m.metric, m.r, m.v)
-			}
+		agree(t, c.name, 0.1, r, v, "goodput_ratio", "reject_ratio", "retry_amplification", "wasted_ratio")
+	}
+}
+
+// agree reports each named figure (see Result.metric) on which the
+// real-time result rt and the virtual-time one v differ by more than tol.
+func agree(t *testing.T, what string, tol float64, rt, v *Result, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		x, _ := rt.metric(n)
+		y, _ := v.metric(n)
+		if math.Abs(x-y) > tol {
+			t.Errorf("%s: %s %.4f in real time, %.4f in virtual time", what, n, x, y)
 		}
 	}
 }
@@ -262,16 +263,5 @@ func TestRealtimeOnAFakeClockMatchesRun(t *testing.T) {
 	if virt.ThrottledRatio == 0 {
 		t.Fatal("the scenario throttles nothing: no check")
 	}
-	for _, f := range []struct {
-		name      string
-		got, want float64
-	}{
-		{"throttled ratio", rt.ThrottledRatio, virt.ThrottledRatio},
-		{"reject ratio", rt.RejectRatio, virt.RejectRatio},
-		{"goodput ratio", rt.GoodputRatio, virt.GoodputRatio},
-	} {
-		if math.Abs(f.got-f.want) > 0.02 {
-			t.Errorf("%s: %.4f on the fake clock, %.4f in virtual time", f.name, f.got, f.want)
-		}
-	}
+	agree(t, "priorities-retries on a fake clock", 0.02, rt, virt, "throttled_ratio", "reject_ratio", "goodput_ratio")
 }
