@@ -537,7 +537,7 @@ func (v *Vegas) holdKnee(s adaptive.Sample, full bool, relief float64) float64 {
 	}
 	wasFar := v.far
 	v.far = v.own > 0 && rtt > kneeFar*relief*v.own
-	v.noteRate(float64(s.Count))
+	v.noteRate(float64(s.Count), s.Window)
 	switch {
 	case v.far && wasFar:
 		v.acc, v.accN = 0, 0
@@ -593,12 +593,19 @@ func (v *Vegas) addProbe(rtt, n float64) {
 	v.own += (rtt - v.own) * n / v.ownW
 }
 
-// noteRate keeps the requests per window at the knee, to tell a limit far
-// below the knee (where the RTT is flat and says nothing) by its
+// noteRate keeps the throughput at the knee — completions per second, n in
+// a window of d (per window when the sample carries no length) — to tell a
+// limit far below the knee (where the RTT is flat and says nothing) by its
 // throughput:
 //
-//	rate' = rate + 0.2·(n − rate),  rateMax' = max(rateForget·rateMax, rate')
-func (v *Vegas) noteRate(n float64) {
+//	rate' = rate + 0.2·(n/d − rate),  rateMax' = max(rateForget·rateMax, rate')
+//
+// Per second, not per window: the gate's windows last from 100 ms to 1 s,
+// and a longer window is not more throughput.
+func (v *Vegas) noteRate(n float64, d time.Duration) {
+	if d > 0 {
+		n /= d.Seconds()
+	}
 	if v.rate == 0 {
 		v.rate = n
 	}

@@ -443,3 +443,25 @@ func TestProbeLiftedByTheGatesMinimum(t *testing.T) {
 		t.Fatalf("limit held at the gate's minimum %d for good (limits %v)", lo, got[100:140])
 	}
 }
+
+// The gate's windows last from 100 ms to 1 s. At the knee the limit grows
+// while the throughput is well under the best seen; a long window is not
+// more throughput: counted per window, a 1 s window's count made every
+// 100 ms window look like a collapse, and the limit climbed past the knee.
+func TestKneeRateIsPerSecond(t *testing.T) {
+	d, w := kneeDriver(t)
+	var got []int
+	for i := range 300 {
+		l := d.step(func(l int) adaptive.Sample {
+			s := w(l)
+			if s.Window = 100 * time.Millisecond; i%5 == 0 {
+				s.Window, s.Count = time.Second, 10*s.Count
+			}
+			return s
+		})
+		got = append(got, l)
+	}
+	if hi := slices.Max(got[50:]); hi > 21 {
+		t.Fatalf("limit reached %d at a knee of 16 with windows of 100 ms and 1 s at the same throughput (limits %v)", hi, got[50:100])
+	}
+}
