@@ -154,7 +154,7 @@ func TestSyncedComparison(t *testing.T) {
 	fmt.Fprintf(&b, "## 4. failsafe-go on a virtual wall clock: the full scenarios\n\n")
 	fmt.Fprintf(&b, "Command: `cd bench && SIMCOMPARE_SYNCED=FILE go test -run TestSyncedComparison -count=1 -timeout 1h ./cmd/simcompare` (seeds 1…%d).\n\n", seeds)
 	fmt.Fprintf(&b, "failsafe-go reads the wall clock, so it runs through sim.RunRealtime; here every run does so inside a `testing/synctest` bubble, whose fake clock jumps to the next timer whenever all of the run's goroutines wait. "+
-		"A run then plays the built-in scenario at its full length, at scale 1, with no timer lateness or scheduling noise, on any number of seeds. "+
+		"A run then plays the built-in scenario at its full length, at scale 1, with no timer lateness, on any number of seeds (runs differ only in the order of goroutines at the same instant). "+
 		"sluice's gates run through the same path (a CI test checks that they measure there what sim.Run measures). "+
 		"Each cell: the median over the seeds, and the worst seed in brackets (lowest goodput, highest p99).\n\n")
 	fmt.Fprintln(&b, "| scenario | policy | passed | goodput % | phase goodput % | p99 ms (SLO) | rejected % |")
