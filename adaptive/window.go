@@ -43,6 +43,13 @@ type Sample struct {
 	Queued int
 }
 
+// Held is the concurrency the window held: its peak in flight, but no more
+// than the limit it closed under. Requests admitted under an earlier, higher
+// limit and still running when the window began do not count, so a limit
+// that was just cut does not read as concurrency that was cut without
+// making the RTT faster.
+func (s Sample) Held() int { return min(s.MaxInFlight, s.Limit) }
+
 // hot is the gate's admission word alone on a 64-byte cache line (allocated
 // on its own: the allocator's 64-byte size class is 64-byte aligned), so that
 // admission and release contend on nothing else.

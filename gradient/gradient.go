@@ -379,27 +379,20 @@ func (g *Gradient) bound(s adaptive.Sample) float64 {
 }
 
 // futile records the congested window and reports whether, over the last
-// three congested windows, the concurrency held (see held) fell by a fifth
+// three congested windows, the concurrency held (adaptive.Sample.Held) fell by a fifth
 // or more while the window RTT fell by less than 10%: less concurrency no
 // longer helps (the service itself is slower). The windows' own RTTs are
 // compared, not the smoothed one, which lags a cut limit by a window or two
 // and would make queueing look like the service's own slowness.
 func (g *Gradient) futile(s adaptive.Sample, rtt float64) bool {
-	g.hist[g.histN%len(g.hist)] = [2]float64{held(s), rtt}
+	g.hist[g.histN%len(g.hist)] = [2]float64{float64(s.Held()), rtt}
 	g.histN++
 	if g.histN <= len(g.hist) {
 		return false
 	}
 	old := g.hist[g.histN%len(g.hist)] // the oldest of the ring
-	return held(s) <= 0.8*old[0] && rtt >= 0.9*old[1]
+	return float64(s.Held()) <= 0.8*old[0] && rtt >= 0.9*old[1]
 }
-
-// held is the concurrency a window held: its peak in flight, but no more
-// than the limit it closed under — requests admitted under an earlier,
-// higher limit still running at its start do not count, so that a limit
-// that was just cut is not read as concurrency that was cut without
-// making the RTT faster.
-func held(s adaptive.Sample) float64 { return float64(min(s.MaxInFlight, s.Limit)) }
 
 // growable reports whether rtt leaves room to grow: below the dead band
 // under the bound, or — when the knee sets the bound — no slower than the
@@ -460,7 +453,7 @@ func (g *Gradient) updateBaseline(rtt, share float64, full bool, s adaptive.Samp
 		g.congestedRun = 0
 	} else {
 		if g.congestedRun == 0 {
-			g.runStartRTT, g.runStartInFlight, g.runStartShare = rtt, held(s), share
+			g.runStartRTT, g.runStartInFlight, g.runStartShare = rtt, float64(s.Held()), share
 			g.runMinRTT = rtt
 			g.anchorAge = 0
 		}
@@ -471,10 +464,10 @@ func (g *Gradient) updateBaseline(rtt, share float64, full bool, s adaptive.Samp
 			// slower: the service changed under the run (a capacity
 			// drop), and the windows so far say nothing about its knee.
 			// Re-anchor.
-			g.runStartRTT, g.runStartInFlight, g.runStartShare = rtt, held(s), share
+			g.runStartRTT, g.runStartInFlight, g.runStartShare = rtt, float64(s.Held()), share
 			g.runMinRTT = rtt
 			g.anchorAge = 0
-		} else if g.anchorAge++; g.anchorAge >= kneeAge && held(s) <= g.runStartInFlight*kneeCut {
+		} else if g.anchorAge++; g.anchorAge >= kneeAge && float64(s.Held()) <= g.runStartInFlight*kneeCut {
 			// Not queueing: hold the limit here, at the edge of tolerance,
 			// and stop reading these drops as congestion.
 			g.baseline = rtt / (g.tol * g.relief(s))

@@ -395,14 +395,13 @@ func (v *Vegas) dropLevel() float64 { return max(v.dropTol, v.dropFloor) }
 
 // noteDrops learns drops that are the service's own: a dependency whose
 // requests time out whatever the concurrency. If, over a run of windows
-// with drops above dropLevel, the concurrency held (min(peak in flight,
-// limit)) was cut by a third without the drop share falling by a tenth, the
-// run's mean drop share becomes the floor (dropFloor) and only drops above
-// it shrink the limit; the floor goes when the share, smoothed (EMA, factor 0.2: a
-// window holds few of them, so one window's share is noisy), falls under
-// half of it. Without
-// this, a dependency spike whose requests all time out halves the limit
-// window after window, down to 1.
+// with drops above dropLevel, the concurrency held (adaptive.Sample.Held)
+// was cut by a third without the drop share falling by a tenth, the run's
+// mean drop share becomes the floor (dropFloor) and only drops above it
+// shrink the limit. The floor goes when the smoothed share (EMA, factor
+// 0.2: a window holds few drops, so one window's share is noisy) falls
+// under half of it. Without this, a dependency spike whose requests all
+// time out halves the limit window after window, down to 1.
 func (v *Vegas) noteDrops(share float64, s adaptive.Sample) {
 	v.dropAvg += 0.2 * (share - v.dropAvg)
 	if v.dropAvg < v.dropFloor/2 {
@@ -412,7 +411,7 @@ func (v *Vegas) noteDrops(share float64, s adaptive.Sample) {
 		v.dropRun = false
 		return
 	}
-	held := float64(min(s.MaxInFlight, s.Limit))
+	held := float64(s.Held())
 	if !v.dropRun || share < 0.9*v.dropShare {
 		v.dropRun, v.dropShare, v.dropInFlight, v.dropSum, v.dropN = true, share, held, 0, 0
 	}
