@@ -40,6 +40,24 @@ func full(rtt time.Duration) func(int) adaptive.Sample {
 	return func(l int) adaptive.Sample { return win(l, l, 100, rtt, 50, 0) }
 }
 
+// cores is a server of n cores with service time svc, seen through full
+// windows of 100 requests with rej callers refused: the RTT is svc up to n
+// in flight and grows in proportion past n.
+func cores(n float64, svc time.Duration, rej int) func(int) adaptive.Sample {
+	return func(l int) adaptive.Sample {
+		return win(l, l, 100, time.Duration(float64(svc)*max(1, float64(l)/n)), rej, 0)
+	}
+}
+
+// repeat feeds window w to g n times and returns the limits.
+func repeat(g *Gradient, w func(int) adaptive.Sample, n int) []int {
+	var out []int
+	for range n {
+		out = append(out, drive(g, w)...)
+	}
+	return out
+}
+
 func idle(rtt time.Duration, inFlight int) func(int) adaptive.Sample {
 	return func(l int) adaptive.Sample { return win(l, inFlight, 100, rtt, 0, 0) }
 }
@@ -114,13 +132,8 @@ func TestNoCreepUnderSteadyOverload(t *testing.T) {
 	// Steady overload on 8 cores: the RTT grows with the number in flight
 	// past 8. The limit must settle near where the RTT meets the bound
 	// (1.6 × 5ms, at 12.8 in flight) and stay there, not creep upwards.
-	queueing := func(l int) adaptive.Sample {
-		return win(l, l, 100, time.Duration(float64(5*ms)*max(1, float64(l)/8)), 100, 0)
-	}
-	var got []int
-	for range 200 {
-		got = append(got, drive(g, queueing)...)
-	}
+	queueing := cores(8, 5*ms, 100)
+	got := repeat(g, queueing, 200)
 	for i, l := range got[50:] {
 		if l > 16 {
 			t.Fatalf("window %d: limit %d under steady overload (limits %v)", 50+i, l, got)
@@ -154,10 +167,7 @@ func TestStaleBaselineIsRelearntWithoutPinning(t *testing.T) {
 	drive(g, idle(5*ms, 10))
 	// The service itself becomes 4× slower: shrinking does not help. The
 	// limit must stop falling well above 1 (no pinning to a tiny value).
-	var got []int
-	for range 40 {
-		got = append(got, drive(g, full(20*ms))...)
-	}
+	got := repeat(g, full(20*ms), 40)
 	if last := got[len(got)-1]; last < 8 {
 		t.Fatalf("limits %v: collapsed although less concurrency did not help", got)
 	}
@@ -224,18 +234,9 @@ func TestValidation(t *testing.T) {
 func TestSeeksTheKneeWhenTheServiceSlowsDown(t *testing.T) {
 	g := New(WithInitialLimit(40), WithSmoothing(1), WithMaxRTT(6*ms))
 	drive(g, idle(5*ms, 10))
-	service := 5 * ms
-	model := func(l int) adaptive.Sample {
-		return win(l, l, 100, time.Duration(float64(service)*max(1, float64(l)/16)), 100, 0)
-	}
-	for range 50 {
-		drive(g, model)
-	}
-	service = 10 * ms // the bound (6ms) is now below the service time
-	var got []int
-	for range 300 {
-		got = append(got, drive(g, model)...)
-	}
+	repeat(g, cores(16, 5*ms, 100), 50)
+	// The service time doubles: the bound (6ms) is now below it.
+	got := repeat(g, cores(16, 10*ms, 100), 300)
 	for i, l := range got[150:] {
 		if l < 12 || l > 22 {
 			t.Fatalf("window %d after the slowdown: limit %d, want near the 16 cores (limits %v)", 150+i, l, got[100:])
@@ -282,10 +283,7 @@ func TestDeadBandProbesWhenTheRTTIsTheServices(t *testing.T) {
 		}
 		return win(l, l, 100, 9700*time.Microsecond, 600, 0)
 	}
-	var got []int
-	for range 60 {
-		got = append(got, drive(g, flat)...)
-	}
+	got := repeat(g, flat, 60)
 	if got[len(got)-1] < 120 {
 		t.Fatalf("limit %d after 60 windows with 86%% refused at a flat RTT under the bound (limits %v)", got[len(got)-1], got)
 	}
@@ -301,13 +299,8 @@ func TestDeadBandProbeBacksOffWhenTheRTTRises(t *testing.T) {
 	// 16 cores, 5ms of service: the RTT reaches the bound (the default
 	// tolerance, 1.6 × the 5ms baseline) at 25.6 in flight, the dead band
 	// at 23.
-	cpu := func(l int) adaptive.Sample {
-		return win(l, l, 100, time.Duration(float64(5*ms)*max(1, float64(l)/16)), 60, 0)
-	}
-	var got []int
-	for range 300 {
-		got = append(got, drive(g, cpu)...)
-	}
+	cpu := cores(16, 5*ms, 60)
+	got := repeat(g, cpu, 300)
 	for i, l := range got[50:] {
 		if l > 28 || l < 21 {
 			t.Fatalf("window %d: limit %d, want it near 24 (limits %v)", 50+i, l, got[50:])
@@ -332,10 +325,7 @@ func TestDeadBandProbeBacksOffUnderTheBound(t *testing.T) {
 		}
 		return win(l, l, 100, rtt, 60, 0)
 	}
-	var got []int
-	for range 4 + probePause {
-		got = append(got, drive(g, rising)...)
-	}
+	got := repeat(g, rising, 4+probePause)
 	// 20 → 22 → 24.2 (probing at 9.1ms) → 26.6 (the smoothed RTT 9.5ms,
 	// 4% up) → 24.2 (9.7ms, 7% up: back off by a tenth), then hold.
 	want := []int{22, 24, 27, 24}
