@@ -214,14 +214,21 @@ func TestNoJumpsAtTheKnee(t *testing.T) {
 	if d.v.knee == 0 {
 		t.Fatal("knee not learnt")
 	}
-	// The highest limit so far, not the last one: a probe below the knee
-	// (see holdKnee) returns to the limit it left, which is no jump.
+	// Windows at the no-load RTT (learnt while the service was slow): no
+	// queue, the gate full.
+	noJumps(t, d, overloaded(time.Duration(d.v.noload)), 40, 2)
+}
+
+// noJumps steps d through n windows w and fails if the limit ever rises
+// by more than max(least, a tenth) over the highest so far — not the last
+// one: a probe below the knee (see holdKnee) returns to the limit it left,
+// which is no jump.
+func noJumps(t *testing.T, d *driver, w func(int) adaptive.Sample, n, least int) {
+	t.Helper()
 	prev := d.limit
-	for i := range 40 {
-		// Windows at the no-load RTT (learnt while the service was slow):
-		// no queue, the gate full.
-		got := d.step(overloaded(time.Duration(d.v.noload)))
-		if got > prev+max(2, prev/10) {
+	for i := range n {
+		got := d.step(w)
+		if got > prev+max(least, prev/10) {
 			t.Fatalf("window %d at the knee: limit jumped from %d to %d", i, prev, got)
 		}
 		prev = max(prev, got)
@@ -249,14 +256,7 @@ func TestNoSlowStartOnceTheKneeIsSet(t *testing.T) {
 	if d.v.knee == 0 {
 		t.Fatal("knee not learnt")
 	}
-	prev := d.limit // the highest so far: a probe's return is no jump
-	for i := range 10 {
-		got := d.step(slow)
-		if got > prev+max(3, prev/10) {
-			t.Fatalf("window %d at the knee: limit jumped from %d to %d", i, prev, got)
-		}
-		prev = max(prev, got)
-	}
+	noJumps(t, d, slow, 10, 3)
 }
 
 // While hardly anyone is refused (a busy but healthy server near capacity),
