@@ -40,6 +40,10 @@ var (
 	ErrDeadlineUnmeetable = fmt.Errorf("%w: deadline cannot be met at the current queueing delay", ErrLimitExceeded)
 	// ErrQueueTimeout: the caller waited in the queue longer than allowed.
 	ErrQueueTimeout = fmt.Errorf("%w: waited too long in the queue", ErrLimitExceeded)
+	// ErrFrontQueue: requests wait too long before they reach the gate (the
+	// process is out of CPU), and this one was among those refused to
+	// shorten that queue (see WithFrontSignal).
+	ErrFrontQueue = fmt.Errorf("%w: requests wait too long before reaching the gate", ErrLimitExceeded)
 )
 
 // Limiter is an adaptive concurrency gate: at most Limit() requests hold a
@@ -74,6 +78,7 @@ type Limiter struct {
 	obs      metrics.GateObserver
 	q        *queue
 	parts    *partitions
+	front    *front // nil: no front signal
 	minLim   int64
 	maxLim   int64
 	minWin   int64
@@ -154,6 +159,9 @@ func New(alg Algorithm, opts ...Option) (*Limiter, error) {
 	if cfg.partitioned {
 		l.parts = newPartitions(cfg.partitions)
 	}
+	if sig := cfg.frontSignal(); sig != nil {
+		l.front = newFront(sig)
+	}
 	return l, nil
 }
 
@@ -231,16 +239,7 @@ func (t Token) Ignore() {
 // when the gate is full or, so as not to jump the queue, when callers are
 // waiting in Acquire. With partitions, it is TryAcquire of the unnamed
 // partition, which gets only capacity owed to no partition.
-func (l *Limiter) TryAcquire() (Token, bool) {
-	tok, ok := l.tryAcquire(0)
-	if !ok {
-		l.win.of().rejected.Add(1)
-	}
-	if l.obs != nil {
-		l.observeTry(ok, 0)
-	}
-	return tok, ok
-}
+func (l *Limiter) TryAcquire() (Token, bool) { return l.tryAcquire(0) }
 
 func (l *Limiter) observeTry(ok bool, part int32) {
 	d := metrics.Admitted
@@ -250,9 +249,35 @@ func (l *Limiter) observeTry(ok bool, part int32) {
 	l.obs.GateDecision(d, l.partitionName(part), 0)
 }
 
-// tryAcquire admits the caller into partition part (0: none) if it can, and
-// stamps the token.
+// tryAcquire is TryAcquire into partition part (0: none): the front limit,
+// then the gate, counted and observed.
 func (l *Limiter) tryAcquire(part int32) (Token, bool) {
+	var tok Token
+	ok, now := l.passFront()
+	if ok {
+		if tok, ok = l.tryGate(part, now); !ok {
+			l.win.of().rejected.Add(1)
+		}
+	}
+	if l.obs != nil {
+		l.observeTry(ok, part)
+	}
+	return tok, ok
+}
+
+// passFront applies the front limit (WithFrontSignal), if any, and returns
+// the time it read, or −1 when it read none.
+func (l *Limiter) passFront() (bool, int64) {
+	if l.front == nil {
+		return true, -1
+	}
+	now := l.now()
+	return l.front.pass(now), now
+}
+
+// tryGate admits the caller into partition part (0: none) if the gate has
+// room, and stamps the token with now (read afresh when negative).
+func (l *Limiter) tryGate(part int32, now int64) (Token, bool) {
 	var ok bool
 	if l.parts != nil {
 		ok = l.admitPartition(part)
@@ -262,7 +287,10 @@ func (l *Limiter) tryAcquire(part int32) (Token, bool) {
 	if !ok {
 		return Token{}, false
 	}
-	return Token{l: l, start: l.now(), part: part}, true
+	if now < 0 {
+		now = l.now()
+	}
+	return Token{l: l, start: now, part: part}, true
 }
 
 // admit takes a slot if in-flight is below the limit, in one compare-and-swap
@@ -295,7 +323,14 @@ func (l *Limiter) acquire(ctx context.Context, part int32) (Token, error) {
 	if err := ctx.Err(); err != nil {
 		return Token{}, err
 	}
-	if tok, ok := l.tryAcquire(part); ok {
+	ok, now := l.passFront()
+	if !ok {
+		if l.obs != nil {
+			l.obs.GateDecision(metrics.Rejected, l.partitionName(part), 0)
+		}
+		return Token{}, ErrFrontQueue
+	}
+	if tok, ok := l.tryGate(part, now); ok {
 		if l.obs != nil {
 			l.obs.GateDecision(metrics.Admitted, l.partitionName(part), 0)
 		}
@@ -329,8 +364,10 @@ func (l *Limiter) release(t Token, kind metrics.GateRelease) {
 	if l.obs != nil {
 		l.obs.GateRelease(kind, time.Duration(now-t.start))
 	}
-	if kind != metrics.Ignored && (now >= l.due.Load() || full) {
-		l.maybeFlush(now)
+	if kind != metrics.Ignored {
+		if now >= l.due.Load() || full {
+			l.maybeFlush(now)
+		}
 	}
 }
 
@@ -398,6 +435,9 @@ func (l *Limiter) maybeFlush(now int64) {
 	lim, n := unpack(st)
 	s.Limit = int(lim)
 	l.win.take(&s, l.hist, l.pct, max(n, 0))
+	if l.front != nil {
+		l.front.take(&s)
+	}
 	l.winStart.Store(now)
 	l.due.Store(now + l.minWin)
 	if s.Count > 0 {

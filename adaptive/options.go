@@ -74,6 +74,8 @@ type config struct {
 	partitioned   bool
 	observer      metrics.GateObserver
 	nilObserver   bool
+	front         FrontSignal
+	frontSet      bool
 }
 
 func defaultConfig() config {
@@ -176,6 +178,41 @@ func WithObserver(o metrics.GateObserver) Option {
 		cfg.observer = o
 		cfg.nilObserver = o == nil
 	})
+}
+
+// WithFrontSignal sets what measures the queue in front of the gate, where
+// requests wait before they reach it (see FrontSignal); nil turns the front
+// limit off.
+//
+// The default, on a real clock (any clock but a *clock.Manual), is the Go
+// scheduler (NewSchedulerLatency()). In a Go process that is out of CPU, a
+// request that needs less CPU than a scheduler time slice runs to
+// completion once it passes the gate, so the gate never holds more than a
+// few requests and never sees a round-trip time grow: the queue forms in
+// front of it, among goroutines waiting for a CPU. The gate refuses
+// arrivals (ErrFrontQueue; counted in Sample.FrontRefused, not in Rejected)
+// while that queue is at or above its front limit, read afresh at most
+// every 250 µs, and learns the front limit once per window from the mean
+// wait there: it shrinks when the wait exceeds a few of the service's
+// round-trip times (fewer under sustained overload; never under a
+// millisecond) and grows while it refuses callers under that target (see
+// FrontLimit). A service whose handlers wait on I/O has idle CPUs and an
+// empty run queue, and is never refused by it. On a *clock.Manual (tests,
+// the simulator) the default is off: there is no process to measure.
+func WithFrontSignal(sig FrontSignal) Option {
+	return optionFunc(func(cfg *config) { cfg.front, cfg.frontSet = sig, true })
+}
+
+// frontSignal is the front signal the gate uses: the one set, or the
+// scheduler's latency on a real clock.
+func (c *config) frontSignal() FrontSignal {
+	if c.frontSet {
+		return c.front
+	}
+	if c.clock == nil || isManual(c.clock) {
+		return nil
+	}
+	return NewSchedulerLatency()
 }
 
 // validate checks the configuration together with the algorithm's initial

@@ -118,16 +118,7 @@ func (l *Limiter) Partition(name string) Partition {
 func (p Partition) Name() string { return p.l.partitionName(p.part) }
 
 // TryAcquire is the Limiter's TryAcquire within this partition.
-func (p Partition) TryAcquire() (Token, bool) {
-	tok, ok := p.l.tryAcquire(p.part)
-	if !ok {
-		p.l.win.of().rejected.Add(1)
-	}
-	if p.l.obs != nil {
-		p.l.observeTry(ok, p.part)
-	}
-	return tok, ok
-}
+func (p Partition) TryAcquire() (Token, bool) { return p.l.tryAcquire(p.part) }
 
 // Acquire is the Limiter's Acquire within this partition.
 func (p Partition) Acquire(ctx context.Context) (Token, error) {

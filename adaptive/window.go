@@ -41,6 +41,14 @@ type Sample struct {
 	// Queued is the number of callers waiting in the queue when the window
 	// closed (always zero without a queue).
 	Queued int
+	// FrontDelay is the mean time requests waited in front of the gate
+	// during the window, as its FrontSignal measured it (zero without
+	// one; see WithFrontSignal).
+	FrontDelay time.Duration
+	// FrontRefused is the number of callers refused in the window because
+	// the queue in front of the gate was too long (not counted in
+	// Rejected: the gate itself had room).
+	FrontRefused int
 }
 
 // Held is the concurrency the window held: its peak in flight, but no more

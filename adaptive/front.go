@@ -1,0 +1,293 @@
+package adaptive
+
+import (
+	"math"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// FrontSignal measures the queue in front of a gate: the requests that wait
+// before they reach it. A Go process that is out of CPU queues there, as
+// goroutines waiting for a CPU, where no round-trip time the gate measures
+// can see it (see WithFrontSignal).
+type FrontSignal interface {
+	// Queue returns how many wait in front of the gate now. The gate calls
+	// it at most every 250 µs, from any goroutine.
+	Queue() int
+	// Delay returns the mean time the requests that left the queue since
+	// the previous call waited in it, and how many waits the mean covers
+	// (0: none observed; the mean is then meaningless). The gate calls it
+	// once per sampling window, from one goroutine at a time.
+	Delay() (mean time.Duration, n int)
+}
+
+// SchedulerLatency is the FrontSignal of a Go process: the queue is the
+// goroutines waiting for a CPU (runtime/metrics
+// /sched/goroutines/runnable:goroutines), the delay the time they waited
+// (/sched/latencies:seconds, as a difference between two reads). A CPU-bound
+// request's goroutine waits there before any middleware runs; a process that
+// waits on a slow dependency has idle CPUs, an empty run queue and a
+// scheduler latency of microseconds.
+//
+// What it cannot see: bytes waiting in a socket buffer before the runtime's
+// network poller notices them (while every CPU is busy the poller may run
+// only every 10 ms), connections in the kernel's accept backlog, and queues
+// outside the process (a load balancer, a proxy). It sees goroutines that
+// are not requests too (a burst of timers, a batch job): they delay the
+// requests behind them just the same.
+//
+// A Queue read costs about 0.2 µs, a Delay or Exceeds read about 0.5 µs. A
+// SchedulerLatency is safe for concurrent use; Delay and Exceeds measure
+// since the previous call of either, so give each consumer its own.
+type SchedulerLatency struct {
+	mu       sync.Mutex
+	hist     [1]metrics.Sample
+	prev     []uint64
+	diff     []uint64
+	mids     []float64 // bucket midpoints, seconds
+	lows     []float64 // bucket lower bounds, seconds
+	qmu      sync.Mutex
+	runnable [1]metrics.Sample
+}
+
+// NewSchedulerLatency returns the Go scheduler's FrontSignal; its first
+// Delay or Exceeds call measures from the moment it was created.
+func NewSchedulerLatency() *SchedulerLatency {
+	s := new(SchedulerLatency)
+	s.hist[0].Name = "/sched/latencies:seconds"
+	s.runnable[0].Name = "/sched/goroutines/runnable:goroutines"
+	s.mu.Lock()
+	s.readLocked()
+	s.mu.Unlock()
+	return s
+}
+
+// Queue returns the number of goroutines waiting for a CPU (0 when the
+// runtime does not report it).
+func (s *SchedulerLatency) Queue() int {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	metrics.Read(s.runnable[:])
+	if s.runnable[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return int(min(s.runnable[0].Value.Uint64(), math.MaxInt32))
+}
+
+// readLocked reads the histogram and leaves in s.diff the counts observed
+// since the previous read; false when there is nothing to compare (the
+// first read, or a runtime without the metric).
+func (s *SchedulerLatency) readLocked() bool {
+	metrics.Read(s.hist[:])
+	if s.hist[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return false
+	}
+	h := s.hist[0].Value.Float64Histogram()
+	return s.observe(h.Counts, h.Buckets)
+}
+
+// observe takes a cumulative histogram (bucket i spans buckets[i] to
+// buckets[i+1]) and leaves in s.diff the counts added since the previous
+// one; false for the first, which only sets the baseline.
+func (s *SchedulerLatency) observe(counts []uint64, buckets []float64) bool {
+	if len(s.prev) != len(counts) {
+		s.prev = make([]uint64, len(counts))
+		s.diff = make([]uint64, len(counts))
+		s.mids = make([]float64, len(counts))
+		s.lows = make([]float64, len(counts))
+		for i := range counts {
+			lo, hi := buckets[i], buckets[i+1]
+			if math.IsInf(lo, -1) {
+				lo = min(hi, 0)
+			}
+			if math.IsInf(hi, 1) {
+				hi = lo
+			}
+			s.lows[i], s.mids[i] = lo, (lo+hi)/2
+		}
+		copy(s.prev, counts)
+		return false
+	}
+	for i, c := range counts {
+		s.diff[i] = c - s.prev[i]
+		s.prev[i] = c
+	}
+	return true
+}
+
+// Delay returns the mean time goroutines waited for a CPU since the
+// previous Delay or Exceeds call, and how many waits it covers (the runtime
+// times a sample of the waits, about one in eight).
+func (s *SchedulerLatency) Delay() (mean time.Duration, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.readLocked() {
+		return 0, 0
+	}
+	return s.mean()
+}
+
+// mean is the mean wait and the number of waits in s.diff.
+func (s *SchedulerLatency) mean() (time.Duration, int) {
+	var total uint64
+	var sum float64
+	for i, c := range s.diff {
+		total += c
+		sum += float64(c) * s.mids[i]
+	}
+	if total == 0 {
+		return 0, 0
+	}
+	return time.Duration(sum / float64(total) * 1e9), int(min(total, math.MaxInt32))
+}
+
+// Exceeds reports whether, since the previous Delay or Exceeds call, the
+// q-quantile of the time goroutines waited for a CPU lay above threshold:
+// whether more than (1 − q) of the waits fell in histogram buckets starting
+// at or above it.
+func (s *SchedulerLatency) Exceeds(q float64, threshold time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.readLocked() && s.exceeds(q, threshold)
+}
+
+// exceeds reports whether more than (1 − q) of the waits in s.diff fell in
+// buckets starting at or above threshold.
+func (s *SchedulerLatency) exceeds(q float64, threshold time.Duration) bool {
+	th := threshold.Seconds()
+	var total, above uint64
+	for i, c := range s.diff {
+		total += c
+		if s.lows[i] >= th {
+			above += c
+		}
+	}
+	return total > 0 && float64(above) > (1-q)*float64(total)
+}
+
+// front is the gate's limit on the queue in front of it: an arrival is
+// refused while Queue() is at or above the front limit, and the limit is
+// learnt, once per window, from the mean wait in that queue by the gradient
+// rule:
+//
+//	limit' = limit · max(target / delay, ½)      delay > target
+//	       = limit + max(1, limit/10)            delay < 0.9·target and the limit refused callers
+//	       = limit                               otherwise
+//	target = max(frontMinTarget, k · RTT)
+//	k      = frontLoose − (frontLoose − frontTight) · min(1, pressure / frontHeavy)
+//
+// where RTT is the window's mean round-trip time (the service's own time:
+// a CPU-bound request runs to completion once past the gate) and pressure
+// the smoothed share of arrivals the front limit refused. While few are
+// refused a queue of a few service times is the normal jitter of a busy
+// process and refusing would cost goodput; under real overload a queue buys
+// no throughput, only latency, and it is held to about one service time.
+// The queue is read afresh at most every frontInterval, so a burst is
+// refused as soon as it queues, without waiting for a window.
+type front struct {
+	sig   FrontSignal
+	queue atomic.Int64 // the last reading
+	limit atomic.Int64 // refuse while queue >= limit
+	due   atomic.Int64 // ns since the gate's epoch: the next reading
+	busy  atomic.Bool
+
+	// The gate's current window.
+	refused, passed atomic.Int64
+
+	// Guarded by the gate's flush.
+	limitF   float64
+	pressure float64
+}
+
+// The tuned numbers of the front limit, in one table.
+const (
+	// frontInterval: the queue is read at most this often (a read is
+	// ~0.2 µs: at most 0.1% of a core), so a burst is seen within a
+	// fraction of a 1 ms request.
+	frontInterval = 250 * time.Microsecond
+	// frontMinTarget: waits for a CPU below this are the scheduling noise
+	// of a healthy process and never shrink the limit.
+	frontMinTarget = time.Millisecond
+	// frontLoose, frontTight, frontHeavy: the mean wait tolerated, in
+	// round-trip times, from few refused to frontHeavy of the arrivals
+	// refused (see front).
+	frontLoose = 4.0
+	frontTight = 1.0
+	frontHeavy = 0.3
+	// frontInitial: the starting limit, per processor (GOMAXPROCS);
+	// frontMin: the least limit (a request's own helper goroutines, such
+	// as net/http's background reader, may be runnable beside it).
+	frontInitial = 4
+	frontMin     = 2
+)
+
+func newFront(sig FrontSignal) *front {
+	f := &front{sig: sig, limitF: float64(frontInitial * runtime.GOMAXPROCS(0))}
+	f.limit.Store(int64(f.limitF))
+	return f
+}
+
+// pass reports whether an arrival at time now may go on to the gate.
+func (f *front) pass(now int64) bool {
+	if now >= f.due.Load() {
+		f.read(now)
+	}
+	if f.queue.Load() >= f.limit.Load() {
+		f.refused.Add(1)
+		return false
+	}
+	f.passed.Add(1)
+	return true
+}
+
+// read refreshes the queue reading; one goroutine at a time, the others go
+// on with the last one.
+func (f *front) read(now int64) {
+	if f.busy.Load() || !f.busy.CompareAndSwap(false, true) {
+		return
+	}
+	defer f.busy.Store(false)
+	if now < f.due.Load() {
+		return
+	}
+	f.due.Store(now + int64(frontInterval))
+	f.queue.Store(int64(f.sig.Queue()))
+}
+
+// take moves the window's front figures into s and learns the next limit
+// (see front).
+func (f *front) take(s *Sample) {
+	s.FrontRefused = int(f.refused.Swap(0))
+	passed := f.passed.Swap(0)
+	lat, n := f.sig.Delay()
+	s.FrontDelay = lat
+	if all := float64(s.FrontRefused) + float64(passed); all > 0 {
+		f.pressure += 0.3 * (float64(s.FrontRefused)/all - f.pressure)
+	}
+	if s.Count == 0 || n == 0 {
+		return
+	}
+	k := frontLoose - (frontLoose-frontTight)*min(1, f.pressure/frontHeavy)
+	target := max(float64(frontMinTarget), k*float64(s.AvgRTT))
+	switch d := float64(lat); {
+	case d > target:
+		f.limitF *= max(target/d, 0.5)
+	case d < 0.9*target && s.FrontRefused > 0:
+		f.limitF += max(1, f.limitF/10)
+	}
+	f.limitF = max(f.limitF, frontMin)
+	f.limit.Store(int64(math.Round(f.limitF)))
+}
+
+// FrontLimit returns the limit on the queue in front of the gate: arrivals
+// are refused while the FrontSignal's Queue() is at or above it (see
+// WithFrontSignal). It is 0 when the gate has no front signal.
+func (l *Limiter) FrontLimit() int {
+	if l.front == nil {
+		return 0
+	}
+	return int(l.front.limit.Load())
+}

@@ -1,0 +1,274 @@
+package adaptive
+
+import (
+	"context"
+	"errors"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/clock"
+)
+
+// fakeFront is a FrontSignal the test sets.
+type fakeFront struct {
+	queue atomic.Int64
+	delay time.Duration
+	n     int
+}
+
+func (f *fakeFront) Queue() int                  { return int(f.queue.Load()) }
+func (f *fakeFront) Delay() (time.Duration, int) { return f.delay, f.n }
+
+func newFrontGate(t *testing.T, sig FrontSignal) (*Limiter, *clock.Manual) {
+	t.Helper()
+	c := clock.NewManual(time.Unix(0, 0))
+	g, err := New(&fixedRecorder{limit: 1000}, WithClock(c), WithFrontSignal(sig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, c
+}
+
+// frontWindow drives one sampling window: `refused` arrivals while the
+// queue reads at the front limit, then 10 requests of 1 ms each with an
+// empty queue, then the window closes. It returns the window's Sample as the
+// gate's algorithm saw it.
+func frontWindow(t *testing.T, g *Limiter, c *clock.Manual, f *fakeFront, refused int) Sample {
+	t.Helper()
+	start := c.Now()
+	if refused > 0 {
+		f.queue.Store(int64(g.FrontLimit()))
+		c.Advance(frontInterval) // the next arrival reads the queue afresh
+		for range refused {
+			if _, ok := g.TryAcquire(); ok {
+				t.Fatalf("admitted with the queue at the front limit %d", g.FrontLimit())
+			}
+		}
+	}
+	f.queue.Store(0)
+	c.Advance(frontInterval)
+	var toks []Token
+	for range 10 {
+		tok, ok := g.TryAcquire()
+		if !ok {
+			t.Fatalf("refused with an empty front queue (limit %d)", g.FrontLimit())
+		}
+		toks = append(toks, tok)
+	}
+	c.Advance(time.Millisecond)
+	for _, tok := range toks {
+		tok.Success()
+	}
+	// One more request of 1 ms whose release finds the window due.
+	rec := g.alg.(*fixedRecorder)
+	before := len(rec.samples)
+	c.Set(start.Add(DefaultMinWindow))
+	tok, ok := g.TryAcquire()
+	if !ok {
+		t.Fatal("refused with an empty front queue")
+	}
+	c.Advance(time.Millisecond)
+	tok.Success()
+	if len(rec.samples) != before+1 {
+		t.Fatal("the window did not close")
+	}
+	return rec.samples[len(rec.samples)-1]
+}
+
+// fixedRecorder is Fixed that remembers the samples it saw.
+type fixedRecorder struct {
+	limit   int
+	samples []Sample
+}
+
+func (r *fixedRecorder) InitialLimit() int { return r.limit }
+func (r *fixedRecorder) Update(s Sample) int {
+	r.samples = append(r.samples, s)
+	return r.limit
+}
+
+func TestFrontLimitLearnsFromTheDelay(t *testing.T) {
+	f := &fakeFront{n: 100}
+	g, c := newFrontGate(t, f)
+	l0 := float64(frontInitial * runtime.GOMAXPROCS(0))
+	if g.FrontLimit() != int(l0) {
+		t.Fatalf("initial front limit %d, want %v (%d per processor)", g.FrontLimit(), l0, frontInitial)
+	}
+	want := l0
+	check := func(step string) {
+		t.Helper()
+		if got := g.FrontLimit(); got != int(math.Round(want)) {
+			t.Fatalf("%s: front limit %d, want %v", step, got, math.Round(want))
+		}
+	}
+	// RTT 1 ms, nobody refused: the target is frontLoose RTTs (4 ms).
+	// A mean wait of 8 ms halves the limit.
+	f.delay = 8 * time.Millisecond
+	s := frontWindow(t, g, c, f, 0)
+	if s.AvgRTT != time.Millisecond || s.FrontDelay != 8*time.Millisecond || s.FrontRefused != 0 {
+		t.Fatalf("sample RTT %v, front delay %v, refused %d; want 1ms, 8ms, 0", s.AvgRTT, s.FrontDelay, s.FrontRefused)
+	}
+	want *= 0.5
+	check("8 ms against 4 ms")
+	// A wait far over the target never cuts by more than half.
+	f.delay = time.Second
+	frontWindow(t, g, c, f, 0)
+	want = max(want*0.5, frontMin)
+	check("1 s against 4 ms")
+	// Under the target with nobody refused: the limit did not bind, hold.
+	f.delay = 100 * time.Microsecond
+	frontWindow(t, g, c, f, 0)
+	check("under the target, nobody refused")
+	// Under the target while it refused callers: grow by a tenth (≥ 1).
+	s = frontWindow(t, g, c, f, 5)
+	if s.FrontRefused != 5 || s.Rejected != 0 {
+		t.Fatalf("front refusals %d, gate rejections %d; want 5 and 0 (the gate had room)", s.FrontRefused, s.Rejected)
+	}
+	want += max(1, want/10)
+	check("under the target, 5 refused")
+	// With 5 of 16 arrivals refused (EMA 0.3 over three windows
+	// again), the target tightens towards frontTight RTTs.
+	frontWindow(t, g, c, f, 5)
+	want += max(1, want/10)
+	check("grow again")
+	p := 0.0
+	for range 3 {
+		p += 0.3 * (5.0/16 - p) // 5 refused, 11 passed
+	}
+	k := frontLoose - (frontLoose-frontTight)*min(1, p/frontHeavy)
+	target := max(float64(frontMinTarget), k*float64(time.Millisecond))
+	f.delay = time.Duration(1.5 * target)
+	frontWindow(t, g, c, f, 5)
+	want = max(want*target/float64(f.delay), frontMin)
+	check("over the tightened target")
+	// The limit never falls below frontMin.
+	f.delay = time.Minute
+	for range 10 {
+		frontWindow(t, g, c, f, 0)
+	}
+	want = frontMin
+	check("floor")
+}
+
+func TestFrontRefusalIsAnOverloadError(t *testing.T) {
+	f := &fakeFront{}
+	g, c := newFrontGate(t, f)
+	f.queue.Store(int64(g.FrontLimit()))
+	c.Advance(frontInterval)
+	_, err := g.Acquire(context.Background())
+	if !errors.Is(err, ErrFrontQueue) || !errors.Is(err, ErrLimitExceeded) {
+		t.Fatalf("Acquire with a long front queue: %v, want ErrFrontQueue (an ErrLimitExceeded)", err)
+	}
+	// The reading is kept for frontInterval: a shorter queue is seen after it.
+	f.queue.Store(0)
+	if _, ok := g.TryAcquire(); ok {
+		t.Fatal("admitted before the queue was read again")
+	}
+	c.Advance(frontInterval)
+	tok, ok := g.TryAcquire()
+	if !ok {
+		t.Fatal("refused after the queue emptied")
+	}
+	tok.Success()
+}
+
+func TestFrontSignalDefault(t *testing.T) {
+	g, err := New(Fixed(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.FrontLimit() == 0 {
+		t.Fatal("no front limit on the system clock by default")
+	}
+	g, err = New(Fixed(10), WithFrontSignal(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.FrontLimit() != 0 {
+		t.Fatal("WithFrontSignal(nil) left a front limit")
+	}
+	g, err = New(Fixed(10), WithClock(clock.NewManual(time.Unix(0, 0))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.FrontLimit() != 0 {
+		t.Fatal("a front limit on a manual clock by default")
+	}
+}
+
+func TestFrontAllocatesNothing(t *testing.T) {
+	g, err := New(Fixed(10)) // the system clock and the scheduler's signal
+	if err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(1000, func() {
+		if tok, ok := g.TryAcquire(); ok {
+			tok.Success()
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("TryAcquire+Success with the front limit: %v allocations, want 0", allocs)
+	}
+}
+
+// TestSchedulerLatencyQueueSkipsBlockedGoroutines: goroutines waiting on
+// I/O or a channel are not in the front queue, however many there are.
+func TestSchedulerLatencyQueueSkipsBlockedGoroutines(t *testing.T) {
+	s := NewSchedulerLatency()
+	block := make(chan struct{})
+	var wg sync.WaitGroup
+	var started sync.WaitGroup
+	for range 1000 {
+		wg.Add(1)
+		started.Add(1)
+		go func() {
+			defer wg.Done()
+			started.Done()
+			<-block
+		}()
+	}
+	started.Wait()
+	runtime.Gosched()
+	if q := s.Queue(); q >= 100 {
+		t.Errorf("Queue() = %d with 1000 goroutines blocked on a channel", q)
+	}
+	close(block)
+	wg.Wait()
+	if _, n := s.Delay(); n < 0 {
+		t.Fatal("negative count")
+	}
+}
+
+func TestSchedulerLatencyArithmetic(t *testing.T) {
+	s := new(SchedulerLatency)
+	buckets := []float64{math.Inf(-1), 0, 0.001, 0.005, 0.01, math.Inf(1)}
+	if s.observe([]uint64{0, 10, 10, 0, 0}, buckets) {
+		t.Fatal("the first histogram only sets the baseline")
+	}
+	// 1000 new waits, 5 of them at 5 ms or more: 0.5% ≤ 1%.
+	if !s.observe([]uint64{0, 510, 505, 5, 0}, buckets) || s.exceeds(0.99, 5*time.Millisecond) {
+		t.Fatal("p99 over 5 ms with 0.5% of the waits there")
+	}
+	// Mean: 500 at 0.5 ms, 495 at 3 ms, 5 at 7.5 ms.
+	mean, n := s.mean()
+	if wantMean := (500*0.0005 + 495*0.003 + 5*0.0075) / 1000; n != 1000 || math.Abs(mean.Seconds()-wantMean) > 1e-9 {
+		t.Fatalf("mean %v over %d, want %vs over 1000", mean, n, wantMean)
+	}
+	// 100 more, 20 of them at 10 ms or more (the open last bucket counts
+	// at its lower bound): 20% > 1%.
+	s.observe([]uint64{0, 550, 545, 5, 20}, buckets)
+	if !s.exceeds(0.99, 5*time.Millisecond) {
+		t.Fatal("p99 not over 5 ms with 20% of the waits at 10 ms or more")
+	}
+	s.observe([]uint64{0, 550, 545, 5, 20}, buckets)
+	if s.exceeds(0.99, 5*time.Millisecond) {
+		t.Fatal("over the threshold with no new waits")
+	}
+	if _, n := s.mean(); n != 0 {
+		t.Fatalf("%d waits counted with none new", n)
+	}
+}
