@@ -5,7 +5,11 @@
 //
 // The gate (Limiter) does the enforcing: exact admission, per-window
 // measurement, an optional bounded wait queue (FIFO, LIFO or CoDel-style
-// adaptive LIFO) and optional partitions with guaranteed shares. Algorithms do
+// adaptive LIFO), optional partitions with guaranteed shares, and a front
+// limit on the queue in front of it: in a Go process out of CPU, requests
+// wait as runnable goroutines before they reach any middleware, where no
+// round-trip time can see them, so on a real clock the gate also reads the
+// Go run queue and refuses while it is too long (WithFrontSignal). Algorithms do
 // the learning: Fixed and AIMD live here; Vegas and Gradient live in the
 // packages vegas and gradient.
 //

@@ -124,3 +124,58 @@ func ExampleLimiter_Partition() {
 	// batch got 4 slots; live is owed 6
 	// live admitted: true
 }
+
+// On a real clock the gate also watches the queue in front of it: the
+// goroutines waiting for a CPU, where a CPU-bound Go service queues when it
+// is overloaded (every request runs to completion once past the gate, so
+// in flight never grows). WithFrontSignal(nil) turns that off.
+func ExampleWithFrontSignal() {
+	gate, err := adaptive.New(adaptive.NewAIMD())
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("watches the run queue:", gate.FrontLimit() > 0)
+
+	off, err := adaptive.New(adaptive.NewAIMD(), adaptive.WithFrontSignal(nil))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("front limit when off:", off.FrontLimit())
+	// Output:
+	// watches the run queue: true
+	// front limit when off: 0
+}
+
+// acceptQueue is a FrontSignal for a server with its own queue of accepted
+// requests in front of the gate (a worker pool, say).
+type acceptQueue struct {
+	waiting int
+	wait    time.Duration
+}
+
+func (q *acceptQueue) Queue() int                  { return q.waiting }
+func (q *acceptQueue) Delay() (time.Duration, int) { return q.wait, 1 }
+
+// Any queue in front of the gate can be its FrontSignal: arrivals are
+// refused with ErrFrontQueue while it is at the front limit.
+func ExampleFrontSignal() {
+	q := &acceptQueue{}
+	c := clock.NewManual(time.Unix(0, 0))
+	gate, err := adaptive.New(adaptive.Fixed(100), adaptive.WithClock(c), adaptive.WithFrontSignal(q))
+	if err != nil {
+		panic(err)
+	}
+	tok, err := gate.Acquire(context.Background())
+	fmt.Println("empty queue:", err)
+	tok.Success()
+
+	q.waiting = gate.FrontLimit()
+	c.Advance(time.Millisecond) // the queue is read at most every 250 µs
+	_, err = gate.Acquire(context.Background())
+	fmt.Println("long queue:", err)
+	fmt.Println("an overload refusal:", errors.Is(err, adaptive.ErrLimitExceeded))
+	// Output:
+	// empty queue: <nil>
+	// long queue: sluice: concurrency limit reached: requests wait too long before reaching the gate
+	// an overload refusal: true
+}
