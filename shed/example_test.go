@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/gradient"
 	"github.com/sluicehq/sluice/shed"
 )
@@ -12,16 +13,23 @@ import (
 // A shedder in front of the gate refuses low-priority work first; the
 // decision says whether it was shed and when to come back.
 func Example() {
-	gate, _ := adaptive.New(adaptive.Fixed(2))
-	s, err := shed.New(gate, shed.WithReserve(0.5))
+	c := clock.NewManual(time.Unix(0, 0))
+	gate, _ := adaptive.New(adaptive.Fixed(2), adaptive.WithClock(c))
+	s, err := shed.New(gate, shed.WithReserve(0.5), shed.WithClock(c))
 	if err != nil {
 		panic(err)
 	}
+	// Critical work comes and goes: from the next interval on, half the
+	// gate is kept for it.
+	crit, _ := s.TryAcquire(shed.CriticalPlus, 1)
+	crit.Success()
+	c.Advance(100 * time.Millisecond)
+
 	tok, d := s.TryAcquire(shed.Sheddable, 42)
 	fmt.Println("sheddable:", d.Admitted)
 	_, d = s.TryAcquire(shed.Sheddable, 43) // the other half is reserved
 	fmt.Println("sheddable again:", d.Admitted, "shed:", d.Shed)
-	crit, d := s.TryAcquire(shed.CriticalPlus, 44)
+	crit, d = s.TryAcquire(shed.CriticalPlus, 44)
 	fmt.Println("critical-plus:", d.Admitted)
 	tok.Success()
 	crit.Success()

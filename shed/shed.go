@@ -104,9 +104,12 @@ type Shedder struct {
 	refused atomic.Int64         // of which the gate refused
 	peak    atomic.Int64         // most in flight seen at an admission this interval
 	rate    float64              // target refusal rate; guarded by busy
+	last    int64                // ns since epoch of the last update; guarded by busy
 
 	// The reserve (WithReserve; unused without it).
 	admitted  [Priorities]atomic.Int64  // admissions per priority in this interval
+	seen      atomic.Uint32             // bit p: priority p arrived in this interval
+	aboveAt   [Priorities]int64         // ns since epoch + 1 when work above p last arrived; 0: never; guarded by busy
 	need      [Priorities]atomic.Uint64 // room for the demand above each priority (float64 bits; see demand)
 	critical  atomic.Int64              // CriticalPlus and Critical requests refused in this interval
 	guard     atomic.Uint64             // the guard g in [0, 1] (float64 bits; see reserved)
@@ -236,9 +239,11 @@ func New(gate *adaptive.Limiter, opts ...Option) (*Shedder, error) {
 	s.epoch = cfg.clock.Now()
 	s.cutoff.Store(int64(levels))
 	s.nextAt.Store(s.interval)
-	// Until the gate has shown room, the reserve is its full share.
+	// No demand above any priority is known yet: no reserve until more
+	// important work arrives (then the full share, until the gate has
+	// shown room).
 	for p := range s.need {
-		s.need[p].Store(math.Float64bits(math.Inf(1)))
+		s.need[p].Store(math.Float64bits(-1))
 	}
 	s.guardNow = 1
 	s.guard.Store(math.Float64bits(1))
@@ -294,6 +299,11 @@ func (s *Shedder) TryAcquire(p Priority, user uint64) (adaptive.Token, Decision)
 		s.refusedCritical(p)
 		return s.refuse(p, metrics.ShedRefused)
 	}
+	if s.reserve > 0 {
+		if bit := uint32(1) << p; s.seen.Load()&bit == 0 {
+			s.seen.Or(bit)
+		}
+	}
 	if s.reserve > 0 && p >= Critical && s.reserved(p) {
 		s.refusedCritical(p)
 		return s.refuse(p, metrics.ShedRefused)
@@ -334,8 +344,19 @@ func (s *Shedder) TryAcquire(p Priority, user uint64) (adaptive.Token, Decision)
 // the critical work's demand needs is kept, so at low load, where the
 // gate's limit follows the demand, sheddable work is not refused. Since
 // need[Sheddable] ≥ need[SheddablePlus], whenever SheddablePlus is
-// refused, Sheddable is too.
+// refused, Sheddable is too. Nothing is kept above p while no more important
+// work has arrived for guardHold (need[p] < 0), nor in this interval: a
+// reserve is room for other work, and with none coming, p gets the whole
+// gate. Once more important work arrives after none, the full share is kept
+// until the next interval measures its demand.
 func (s *Shedder) reserved(p Priority) bool {
+	need := math.Float64frombits(s.need[p].Load())
+	if need < 0 {
+		if s.seen.Load()&(1<<p-1) == 0 {
+			return false
+		}
+		need = math.Inf(1)
+	}
 	limit, n := float64(s.gate.Limit()), float64(s.gate.InFlight())
 	share := s.reserve
 	switch p {
@@ -346,7 +367,7 @@ func (s *Shedder) reserved(p Priority) bool {
 		share = (1 + s.reserve) / 2
 	}
 	g := math.Float64frombits(s.guard.Load())
-	keep := max(g*share*limit, min(share*limit, math.Float64frombits(s.need[p].Load())))
+	keep := max(g*share*limit, min(share*limit, need))
 	return n >= limit-keep
 }
 
@@ -403,11 +424,19 @@ const saturationStep = 0.1
 //	               R  ← R + tighten·0.1·(1 − R)     else if the process is saturated (WithSaturation)
 //	               R  ← max(0, R − max(relax, R/10)) if in-flight stayed below 85% of the limit
 //	               R  unchanged                      otherwise (hysteresis)
+//	               then R ← max(0, R − max(relax, R/10)) once for every
+//	               whole interval since the last update in which nothing
+//	               arrived (an idle gate has room)
 //	cutoff            = the level below which a share 1 − R of this
-//	                    interval's arrivals lie (the CDF of their levels)
+//	                    interval's arrivals lie (the CDF of their levels),
+//	                    but never inside the most important priority that
+//	                    arrived (that one only the gate refuses); no cutoff
+//	                    after an idle interval (nothing arrived in it)
 //
-// so the lowest levels go first, and the cutoff tightens within an interval
-// of saturation but relaxes slowly.
+// so the lowest levels go first, the cutoff tightens within an interval
+// of saturation but relaxes slowly, an idle spell relaxes it as much as the
+// same time with room would, and a service whose traffic is all of one
+// priority is refused by the gate alone, as if there were no shedder.
 func (s *Shedder) update(now int64) {
 	if !s.busy.CompareAndSwap(false, true) {
 		return
@@ -424,8 +453,9 @@ func (s *Shedder) update(now int64) {
 		total += counts[i]
 	}
 	tried, refused, peak := s.tried.Swap(0), s.refused.Swap(0), s.peak.Swap(0)
+	s.seen.Store(0)
 	if s.reserve > 0 {
-		s.guardUpdate(now, s.demand(&counts, peak), peak)
+		s.guardUpdate(now, s.demand(&counts, peak, now), peak)
 	}
 	saturated := s.sat != nil && s.sat()
 	switch {
@@ -436,28 +466,62 @@ func (s *Shedder) update(now int64) {
 		share := float64(refused) / float64(total)
 		s.rate += s.tighten * share * (1 - s.rate)
 	case float64(peak) < headroom*float64(s.gate.Limit()):
-		s.rate = max(0, s.rate-max(s.relax, s.rate*relaxShare))
+		s.rate = s.relaxed(s.rate)
 	default:
 		// The gate came close to full without refusing: hold (the band
 		// between headroom and full is the hysteresis).
 	}
 	s.rate = min(s.rate, 1)
-	if total == 0 || s.rate == 0 {
+	// The counts were of the last interval with traffic. The intervals
+	// since, in which nothing arrived, ran no update: the gate had room in
+	// them, so relax once for each (time, not traffic, moves the state),
+	// and let the current interval's arrivals in (nothing arrived in the
+	// last one).
+	idle := min(max((now-s.last)/s.interval-1, 0), idleSteps)
+	for j := range idle {
+		s.rate = s.relaxed(s.rate)
+		if s.reserve > 0 && s.last+(j+2)*s.interval >= s.holdUntil {
+			s.guardNow = s.relaxed(s.guardNow)
+			s.guard.Store(math.Float64bits(s.guardNow))
+		}
+	}
+	s.last = now
+	if total == 0 || s.rate == 0 || idle > 0 {
 		s.cutoff.Store(int64(levels))
 		return
 	}
 	keep := int64(math.Round((1 - s.rate) * float64(total)))
 	var seen int64
 	cut := levels
+	top := -1 // the first level of the most important priority that arrived
 	for i, c := range counts {
+		if c > 0 && top < 0 {
+			top = i / Cohorts * Cohorts
+		}
 		if seen+c > keep {
 			cut = i
 			break
 		}
 		seen += c
 	}
+	// The most important priority that arrives is never shed: shedding is
+	// for making room for more important work, and with none arriving the
+	// gate alone decides (so one priority class costs nothing over it).
+	if top >= 0 {
+		cut = max(cut, top+Cohorts)
+	}
 	s.cutoff.Store(int64(cut))
 }
+
+// relaxed is x after one interval of relaxing: down by max(relax, x/10).
+func (s *Shedder) relaxed(x float64) float64 {
+	return max(0, x-max(s.relax, x*relaxShare))
+}
+
+// idleSteps bounds the intervals relaxed at once after an idle gap: enough
+// to relax fully from any state (1/relax ≤ 100 steps at the least relax of
+// 0.01 ... a tenth at a time reaches 0 sooner).
+const idleSteps = 1000
 
 // demandShare is the room kept above a sheddable priority while the guard
 // is down, as a share of the demand in flight of the priorities above it:
@@ -481,10 +545,13 @@ const guardHold = 30 * time.Second
 //	N        admissions                                 (this interval)
 //	D_<p     = peak · A_<p / N                          their demand in flight
 //	need[p]  = demandShare · D_<p                       (+∞ if N = 0 < A_<p)
+//	         = need[p] as before                        if A_<p = 0 but work above p
+//	                                                     arrived within guardHold
+//	         = −1 (no reserve)                          if none arrived within guardHold
 //
 // Arrivals, not admissions, of the priorities above: critical work refused
 // is demand too. It returns the sheddable admissions of the interval.
-func (s *Shedder) demand(counts *[levels]int64, peak int64) (sheddable int64) {
+func (s *Shedder) demand(counts *[levels]int64, peak, now int64) (sheddable int64) {
 	var arrived, admitted [Priorities]int64
 	var total int64
 	for p := range Priorities {
@@ -496,14 +563,22 @@ func (s *Shedder) demand(counts *[levels]int64, peak int64) (sheddable int64) {
 	}
 	var above int64
 	for p := range Priorities {
-		need := 0.0
+		need := -1.0
 		switch {
+		case above == 0 && s.aboveAt[p] > 0 && now-s.aboveAt[p] < int64(guardHold):
+			// Nothing above arrived this interval, but it did lately:
+			// keep its room as last measured.
+			need = math.Float64frombits(s.need[p].Load())
+		case above == 0:
 		case total > 0:
 			need = demandShare * float64(peak) * float64(above) / float64(total)
 		case above > 0:
 			need = math.Inf(1)
 		}
 		s.need[p].Store(math.Float64bits(need))
+		if above > 0 {
+			s.aboveAt[p] = now + 1
+		}
 		above += arrived[p]
 	}
 	return admitted[SheddablePlus] + admitted[Sheddable]
@@ -526,7 +601,7 @@ func (s *Shedder) guardUpdate(now, sheddable, peak int64) {
 		s.holdUntil = now + int64(guardHold)
 	case now < s.holdUntil:
 	case float64(peak) < headroom*float64(s.gate.Limit()):
-		s.guardNow = max(0, s.guardNow-max(s.relax, s.guardNow*relaxShare))
+		s.guardNow = s.relaxed(s.guardNow)
 	}
 	s.guard.Store(math.Float64bits(s.guardNow))
 }

@@ -125,8 +125,20 @@ func TestCohortsAreConsistentPerUserAndRotate(t *testing.T) {
 	}
 }
 
+// critical lets one CriticalPlus request come and go: a reserve keeps room
+// only for more important work that arrives.
+func critical(t *testing.T, s *Shedder) {
+	t.Helper()
+	tok, d := s.TryAcquire(CriticalPlus, 0)
+	if !d.Admitted {
+		t.Fatalf("critical-plus refused by an idle gate: %+v", d)
+	}
+	tok.Success()
+}
+
 func TestReserveKeepsRoomForCriticalWork(t *testing.T) {
 	s, g, _ := newShedder(t, 10, WithReserve(0.2))
+	critical(t, s)
 	// Sheddable may fill half of the unreserved 8 slots, SheddablePlus all
 	// of them; so whenever SheddablePlus is refused, Sheddable is too.
 	for range 4 {
@@ -216,6 +228,8 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 	obs := newTally()
 	s, _, c := newShedder(t, 2, WithReserve(0.5), WithObserver(obs))
 	want := newTally()
+	critical(t, s)
+	want.n[CriticalPlus.String()][metrics.ShedAdmitted]++
 	check := func() {
 		t.Helper()
 		for name, got := range obs.n {
@@ -389,6 +403,7 @@ func TestBudgetAndBackoff(t *testing.T) {
 // cannot take the last twentieth of the reserved share; CriticalPlus can.
 func TestReserveKeepsTheLastSlotsForCriticalPlus(t *testing.T) {
 	s, g, _ := newShedder(t, 100, WithReserve(0.4)) // CriticalPlus alone: the last 2 slots
+	critical(t, s)
 	for range 98 {
 		if _, d := s.TryAcquire(Critical, 1); !d.Admitted {
 			t.Fatalf("critical refused at %d in flight", g.InFlight())
@@ -475,5 +490,122 @@ func TestReserveFollowsCriticalDemand(t *testing.T) {
 	}
 	if got[Sheddable] != 20 {
 		t.Fatalf("admitted %v 5 s after the hold: the reserve did not lift", got)
+	}
+}
+
+// TestReserveOnlyForWorkThatComes: a reserve keeps nothing from a priority
+// while nothing more important arrives; from the first more important
+// arrival it keeps its full share; guardHold after the last, nothing again.
+func TestReserveOnlyForWorkThatComes(t *testing.T) {
+	s, g, c := newShedder(t, 10, WithReserve(0.2))
+	fill := func() (admitted int) {
+		var toks []adaptive.Token
+		for range 10 {
+			if tok, d := s.TryAcquire(Sheddable, 1); d.Admitted {
+				admitted++
+				toks = append(toks, tok)
+			}
+		}
+		for _, tok := range toks {
+			tok.Success()
+		}
+		c.Advance(100 * time.Millisecond)
+		return admitted
+	}
+	if n := fill(); n != g.Limit() {
+		t.Fatalf("sheddable alone got %d of the gate's %d", n, g.Limit())
+	}
+	critical(t, s)
+	if n := fill(); n != 4 {
+		t.Fatalf("sheddable after critical work: %d admitted, want 4 (half the unreserved 8)", n)
+	}
+	c.Advance(guardHold)
+	fill() // the first interval after the lull measures it
+	if n := fill(); n != g.Limit() {
+		t.Fatalf("sheddable %v after the last critical work: %d admitted, want the whole gate (%d)", guardHold, n, g.Limit())
+	}
+}
+
+// TestOnePriorityIsTheGate: with every request of one priority and one user
+// (the interceptors' traffic when nothing is configured), the shedder
+// refuses nothing the gate would have admitted, interval after interval of
+// 2× overload: the gate alone decides.
+func TestOnePriorityIsTheGate(t *testing.T) {
+	for _, p := range []Priority{CriticalPlus, Critical, Sheddable} {
+		s, _, c := newShedder(t, 40, WithReserve(0.2))
+		bare, err := adaptive.New(adaptive.Fixed(40), adaptive.WithClock(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 30 {
+			var toks []adaptive.Token
+			admitted, alone := 0, 0
+			for range 80 {
+				tok, d := s.TryAcquire(p, 0)
+				if d.Shed {
+					t.Fatalf("%v, interval %d: shed with no more important work arriving", p, i)
+				}
+				if d.Admitted {
+					admitted++
+					toks = append(toks, tok)
+				}
+				if tok, ok := bare.TryAcquire(); ok {
+					alone++
+					toks = append(toks, tok)
+				}
+			}
+			if admitted < alone {
+				t.Fatalf("%v, interval %d: admitted %d of 80, the gate alone %d", p, i, admitted, alone)
+			}
+			c.Advance(100 * time.Millisecond)
+			for _, tok := range toks {
+				tok.Success()
+			}
+		}
+	}
+}
+
+// TestIdleRelaxes: after an overload the state decays with time, not with
+// traffic: a lone sheddable request after a few seconds of silence is
+// admitted, as it would be after the same time at light load.
+func TestIdleRelaxes(t *testing.T) {
+	s, _, c := newShedder(t, 40)
+	overload(s, c, 400, 20)
+	if s.Cutoff() > 2*Cohorts {
+		t.Fatalf("cutoff %d: sheddable work not shed under 10× overload", s.Cutoff())
+	}
+	c.Advance(s.retryAfter()) // the Retry-After the refused clients were given
+	tok, d := s.TryAcquire(Sheddable, 7)
+	if !d.Admitted {
+		t.Fatalf("a lone sheddable request after %v idle: %+v, cutoff %d", s.retryAfter(), d, s.Cutoff())
+	}
+	tok.Success()
+	if s.Cutoff() != Levels() {
+		t.Fatalf("cutoff %d after %v idle, want %d (nothing shed)", s.Cutoff(), s.retryAfter(), Levels())
+	}
+}
+
+// TestThrottleDefaultForgetsAnOverload: with the default window, a client
+// that saw the server refuse everything sends again after ten idle seconds
+// (the SRE book's two minutes would keep it refusing locally).
+func TestThrottleDefaultForgetsAnOverload(t *testing.T) {
+	c := clock.NewManual(t0)
+	th, err := NewThrottle(ThrottleClock(c), ThrottleSeed(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 1000 {
+		th.Allow(Critical) // never accepted: the server refuses everything
+		c.Advance(time.Millisecond)
+	}
+	if p := th.RejectProbability(Critical); p < 0.9 {
+		t.Fatalf("reject probability %v after 1000 refusals", p)
+	}
+	c.Advance(10 * time.Second)
+	for i := range 100 {
+		if !th.Allow(Critical) {
+			t.Fatalf("request %d after 10 s idle refused locally", i)
+		}
+		th.Accepted(Critical)
 	}
 }
