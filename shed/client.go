@@ -53,8 +53,13 @@ func ThrottleClock(c clock.Clock) ThrottleOption { return func(t *throttleConfig
 // at least 1).
 func ThrottleK(k float64) ThrottleOption { return func(t *throttleConfig) { t.k = k } }
 
-// ThrottleWindow sets the sliding window (default 1 minute, kept in 20
-// buckets).
+// ThrottleWindow sets the sliding window (default 10 s, kept in 20
+// buckets). The SRE book's throttle remembers 2 minutes; sluice's shedder
+// lets refused work back in within about 3 s of the overload ending (its
+// Retry-After), and a client that remembered the overload for minutes would
+// go on refusing locally, on an idle server, long after that. Ten seconds
+// is about three of the shedder's relax times, and holds enough requests
+// at modest rates to estimate the accepted share.
 func ThrottleWindow(d time.Duration) ThrottleOption { return func(t *throttleConfig) { t.window = d } }
 
 // ThrottleSeed makes the local refusals reproducible (default: random).
@@ -64,7 +69,7 @@ func ThrottleSeed(seed uint64) ThrottleOption {
 
 // NewThrottle returns a Throttle.
 func NewThrottle(opts ...ThrottleOption) (*Throttle, error) {
-	cfg := throttleConfig{clock: clock.System(), k: 2, window: time.Minute}
+	cfg := throttleConfig{clock: clock.System(), k: 2, window: 10 * time.Second}
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
