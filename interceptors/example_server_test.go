@@ -207,7 +207,8 @@ func ExampleShedMiddleware() {
 		tok, _ := gate.TryAcquire()
 		defer tok.Success()
 	}
-	for _, p := range []shed.Priority{shed.Sheddable, shed.Critical} {
+	// Critical work arrives, so the reserve keeps room for it.
+	for _, p := range []shed.Priority{shed.Critical, shed.Sheddable} {
 		req := httptest.NewRequest("GET", "/", nil)
 		req.Header.Set(interceptors.PriorityHeader, p.String())
 		req.Header.Set("X-User", "alice")
@@ -216,8 +217,8 @@ func ExampleShedMiddleware() {
 		fmt.Println(p, rec.Code)
 	}
 	// Output:
-	// sheddable 503
 	// critical 200
+	// sheddable 503
 }
 
 // srvHealth answers every health check: the example service.
@@ -326,14 +327,16 @@ func ExampleShedInterceptors() {
 	defer tok.Success()
 	info := &grpc.UnaryServerInfo{FullMethod: "/example.Service/Method"}
 	ok := func(context.Context, any) (any, error) { return "ok", nil }
-	for _, p := range []string{"sheddable", "critical"} {
+	// Critical work arrives, so the reserve keeps room for it: sheddable
+	// work may not take the gate's second half.
+	for _, p := range []string{"critical", "sheddable"} {
 		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(interceptors.PriorityMetadataKey, p))
 		_, err := ic.Unary(ctx, nil, info, ok)
 		fmt.Println(p, status.Code(err))
 	}
 	// Output:
-	// sheddable Unavailable
 	// critical OK
+	// sheddable Unavailable
 }
 
 // Finding the client behind trusted proxies: X-Forwarded-For is read from

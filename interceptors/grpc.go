@@ -3,6 +3,7 @@ package interceptors
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -212,8 +213,8 @@ func GateInterceptors(gate *adaptive.Limiter, opts ...ServerOption) (GRPCInterce
 
 // ShedInterceptors returns interceptors that admit each RPC through the
 // shedder by its priority (MetadataPriority, or WithGRPCPriority) and user
-// (WithGRPCUser; by default all RPCs are user 0); a stream holds its token
-// until its handler returns. An RPC that is shed, or finds the gate behind
+// (WithGRPCUser; by default every RPC is a user of its own, drawn at
+// random); a stream holds its token until its handler returns. An RPC that is shed, or finds the gate behind
 // the shedder full, fails with UNAVAILABLE, a RetryInfo detail and the
 // grpc-retry-pushback-ms trailer (the shedder's hint, else
 // WithOverloadRetry, plus any jitter). The token is released as with
@@ -231,7 +232,7 @@ func ShedInterceptors(s *shed.Shedder, opts ...ServerOption) (GRPCInterceptors, 
 		return GRPCInterceptors{}, errors.New("sluice/interceptors: ShedInterceptors: nil shedder")
 	}
 	admit := func(ctx context.Context, method string, ss grpc.ServerStream) (adaptive.Token, bool, error) {
-		var user uint64
+		user := rand.Uint64() // no user source: a cohort per request, so shedding is graded
 		if cfg.grpcUser != nil {
 			user = cfg.grpcUser(ctx, method)
 		}

@@ -3,6 +3,7 @@ package interceptors
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 
@@ -171,7 +172,9 @@ func GateMiddleware(gate *adaptive.Limiter, opts ...ServerOption) (func(http.Han
 
 // ShedMiddleware returns middleware that admits each request through the
 // shedder by its priority (HeaderPriority, or WithHTTPPriority) and user
-// (WithHTTPUser; by default all requests are user 0). A request that is shed,
+// (WithHTTPUser; by default every request is a user of its own, drawn at
+// random, so a shed priority is refused in fractions, never all at once —
+// set a user source to shed a user's requests together). A request that is shed,
 // or finds the gate behind the shedder full, gets 503 with Retry-After (the
 // shedder's hint, else WithOverloadRetry, plus any jitter) and a problem body
 // of type ProblemReducedCapacity. The token is held and released as with
@@ -191,7 +194,7 @@ func ShedMiddleware(s *shed.Shedder, opts ...ServerOption) (func(http.Handler) h
 	return func(next http.Handler) http.Handler {
 		srvCheckHandler(next)
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			var user uint64
+			user := rand.Uint64() // no user source: a cohort per request, so shedding is graded
 			if cfg.httpUser != nil {
 				user = cfg.httpUser(r)
 			}

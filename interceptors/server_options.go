@@ -243,8 +243,10 @@ func WithHTTPPriority(f func(r *http.Request) shed.Priority) ServerOption {
 
 // WithGRPCUser sets how the shedder interceptors identify an RPC's user,
 // so that a shed user is shed consistently (see shed.Shedder; UserHash turns
-// an id into the number). The default puts every RPC in user 0.
-// gRPC shedder interceptors only.
+// an id into the number). By default every RPC is a user of its own, drawn
+// at random: a shed priority is then refused in fractions, never all at
+// once, but a user's calls are not shed together. gRPC shedder
+// interceptors only.
 func WithGRPCUser(f func(ctx context.Context, fullMethod string) uint64) ServerOption {
 	return ServerOption{"WithGRPCUser", srvGRPC | srvShedder, func(c *srvConfig) error {
 		if f == nil {
@@ -256,7 +258,7 @@ func WithGRPCUser(f func(ctx context.Context, fullMethod string) uint64) ServerO
 }
 
 // WithHTTPUser sets how the shedder middleware identifies a request's user
-// (see WithGRPCUser). The default puts every request in user 0.
+// (see WithGRPCUser; by default every request is a user of its own).
 // HTTP shedder middleware only.
 func WithHTTPUser(f func(r *http.Request) uint64) ServerOption {
 	return ServerOption{"WithHTTPUser", srvHTTP | srvShedder, func(c *srvConfig) error {
