@@ -428,10 +428,9 @@ const saturationStep = 0.1
 //	               whole interval since the last update in which nothing
 //	               arrived (an idle gate has room)
 //	cutoff            = the level below which a share 1 − R of this
-//	                    interval's arrivals lie (the CDF of their levels),
-//	                    but never inside the most important priority that
-//	                    arrived (that one only the gate refuses); no cutoff
-//	                    after an idle interval (nothing arrived in it)
+//	                    interval's arrivals lie (the CDF of their levels);
+//	                    none when they were all of one priority (the gate
+//	                    alone refuses then) or after an idle interval
 //
 // so the lowest levels go first, the cutoff tightens within an interval
 // of saturation but relaxes slowly, an idle spell relaxes it as much as the
@@ -493,24 +492,37 @@ func (s *Shedder) update(now int64) {
 	keep := int64(math.Round((1 - s.rate) * float64(total)))
 	var seen int64
 	cut := levels
-	top := -1 // the first level of the most important priority that arrived
 	for i, c := range counts {
-		if c > 0 && top < 0 {
-			top = i / Cohorts * Cohorts
-		}
 		if seen+c > keep {
 			cut = i
 			break
 		}
 		seen += c
 	}
-	// The most important priority that arrives is never shed: shedding is
-	// for making room for more important work, and with none arriving the
-	// gate alone decides (so one priority class costs nothing over it).
-	if top >= 0 {
-		cut = max(cut, top+Cohorts)
+	// Traffic of one priority only is never shed: shedding makes room for
+	// more important work, and with none arriving the gate alone decides
+	// (so one priority class costs nothing over the gate).
+	if one := onePriority(&counts); one >= 0 {
+		cut = levels
 	}
 	s.cutoff.Store(int64(cut))
+}
+
+// onePriority returns the priority of all the counted arrivals when they
+// are all of one, else −1.
+func onePriority(counts *[levels]int64) int {
+	p := -1
+	for i, c := range counts {
+		if c == 0 {
+			continue
+		}
+		if q := i / Cohorts; p < 0 {
+			p = q
+		} else if q != p {
+			return -1
+		}
+	}
+	return p
 }
 
 // relaxed is x after one interval of relaxing: down by max(relax, x/10).
