@@ -23,8 +23,8 @@
 //
 // Each configuration (transport, cores, work) is first measured for its
 // capacity: the bare server under a closed loop of clients (8 per core for
-// CPU work, 512 for the I/O handler), successes per second over the last
-// four fifths of the run. Then every contender runs three cases, in an
+// CPU work, 512 for the I/O handler), successes per second in the best of
+// three windows after the first fifth of the run. Then every contender runs three cases, in an
 // order rotated from case to case: 0.7x (0.7 × capacity), 2x-warm (0.5 ×
 // capacity for the warm-up, then 2 × on the same process) and 2x-cold (2 ×
 // from the first request). The load is open loop at a constant rate, by

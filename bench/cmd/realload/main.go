@@ -13,7 +13,7 @@ import (
 
 // defaultMatrix is the full run's server configurations,
 // transport:cores:work.
-const defaultMatrix = "http:1:1ms,http:1:10ms,http:1:io,http:2:1ms,http:2:10ms,http:2:io,grpc:1:1ms,grpc:1:10ms"
+const defaultMatrix = "http:1:1ms,http:1:10ms,http:1:io,http:2:1ms,http:2:10ms,grpc:1:1ms,grpc:1:10ms"
 
 // quickMatrix is -quick's.
 const quickMatrix = "http:1:1ms,grpc:1:1ms"
