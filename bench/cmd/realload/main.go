@@ -36,9 +36,10 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	steady := fs.Duration("steady", 0, "length of the 0.7x case (default 3s; -quick 1s)")
 	warmup := fs.Duration("warmup", 0, "the 2x-warm case's warm-up at 0.5x (default 3s; -quick 1s)")
 	overload := fs.Duration("overload", 0, "length of the 2x phase (default 4s; -quick 1.5s)")
-	capDur := fs.Duration("capacity", 0, "length of a capacity measurement and of each refusal-cost run (default 3s; -quick 1s)")
+	capDur := fs.Duration("capacity", 0, "length of a capacity measurement (default 3s; -quick 1s)")
+	costDur := fs.Duration("cost", 0, "length of each refusal-cost run (default 1s; -quick 0.5s)")
 	timeout := fs.Duration("timeout", time.Second, "client timeout of every request")
-	lone := fs.Int("lone", 0, "requests of the lone client after each run (default 5; -quick 3)")
+	lone := fs.Int("lone", 0, "requests of the lone client after each run (default 5; -quick 2)")
 	loneDelay := fs.Duration("lone-delay", 200*time.Millisecond, "from the load's last request to the lone client's first")
 	calib := fs.Float64("calib", 0, "SHA-256 rounds per ms of CPU (0: measure)")
 	conns := fs.Int("grpc-conns", 4, "client connections of the gRPC load")
@@ -62,7 +63,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	if *lone <= 0 {
 		*lone = 5
 		if *quick {
-			*lone = 3
+			*lone = 2
 		}
 	}
 	o := options{timeout: *timeout, lone: *lone, loneDelay: *loneDelay, calib: *calib, grpcConns: *conns, costs: *costs}
@@ -79,6 +80,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	o.warmup = def(*warmup, 3*time.Second, time.Second)
 	o.overload = def(*overload, 4*time.Second, 1500*time.Millisecond)
 	o.capDur = def(*capDur, 3*time.Second, time.Second)
+	o.costDur = def(*costDur, time.Second, 500*time.Millisecond)
 	if *matrix == "" {
 		*matrix = defaultMatrix
 		if *quick {

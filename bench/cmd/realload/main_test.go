@@ -38,7 +38,7 @@ func TestEndToEnd(t *testing.T) {
 	d := 250 * time.Millisecond
 	o := options{
 		matrix: matrix, contenders: cs, cases: []string{caseWarm},
-		steady: d, warmup: d, overload: d, capDur: d, timeout: d,
+		steady: d, warmup: d, overload: d, capDur: d, costDur: d, timeout: d,
 		lone: 2, loneDelay: 50 * time.Millisecond, calib: 1000, grpcConns: 2, costs: true,
 	}
 	if testing.Verbose() {

@@ -175,7 +175,7 @@ func (r *report) writeCost(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "\n## What a refusal costs the server\n\n")
-	fmt.Fprintf(w, "A one-core server (GOMAXPROCS=1) whose guard is held full, so that it refuses every request, under a closed loop of %d clients for %v; ", refusalWorkers, r.opts.capDur)
+	fmt.Fprintf(w, "A one-core server (GOMAXPROCS=1) whose guard is held full, so that it refuses every request, under a closed loop of %d clients for %v; ", refusalWorkers, r.opts.costDur)
 	fmt.Fprintf(w, "µs CPU per answer is the server process's user+system CPU (getrusage, read from an admin endpoint before and after) divided by the requests it answered. ")
 	fmt.Fprintf(w, "`noop` is the bare handler answering 200 without work: the transport's own cost of a request. ")
 	fmt.Fprintf(w, "For comparison, µs CPU per request served at capacity (closed loop, work included):")

@@ -39,6 +39,7 @@ type options struct {
 	warmup     time.Duration // 0.5× before the 2x-warm case's overload
 	overload   time.Duration // length of the 2× phase
 	capDur     time.Duration // length of a capacity measurement
+	costDur    time.Duration // length of a refusal-cost run
 	timeout    time.Duration // client timeout of every request
 	lone       int           // lone client's requests
 	loneDelay  time.Duration // from the end of the load to the lone client
@@ -229,7 +230,7 @@ func measureCapacity(o options, cfg config, calib float64) (capacity, error) {
 	}
 	defer p.stop()
 	cp := capacity{config: cfg, workers: capacityWorkers(cfg), dur: o.capDur}
-	samples, delta, err := closedLoop(o, p, cfg.transport, cp.workers)
+	samples, delta, err := closedLoop(o, p, cfg.transport, cp.workers, o.capDur)
 	if err != nil {
 		return cp, err
 	}
@@ -250,21 +251,21 @@ func measureCapacity(o options, cfg config, calib float64) (capacity, error) {
 	return cp, nil
 }
 
-// closedLoop runs workers clients in a closed loop against p for o.capDur
-// and returns every request and the server's counters over the run (CPU
+// closedLoop runs workers clients in a closed loop against p for du and
+// returns every request and the server's counters over the run (CPU
 // -1 if they could not be read).
-func closedLoop(o options, p *serverProc, transport string, workers int) ([]sample, serverStats, error) {
+func closedLoop(o options, p *serverProc, transport string, workers int, du time.Duration) ([]sample, serverStats, error) {
 	ctx := context.Background()
 	before, errBefore := p.stats(ctx)
 	var samples []sample
 	var err error
 	if transport == "grpc" {
-		samples, err = grpcLoad{addr: p.hello.Addr, timeout: o.timeout, conns: o.grpcConns}.closedLoop(workers, o.capDur)
+		samples, err = grpcLoad{addr: p.hello.Addr, timeout: o.timeout, conns: o.grpcConns}.closedLoop(workers, du)
 		if err != nil {
 			return nil, serverStats{}, err
 		}
 	} else {
-		samples = httpLoad{url: "http://" + p.hello.Addr + "/", timeout: o.timeout}.attack(vegeta.ConstantPacer{}, o.capDur, uint64(workers))
+		samples = httpLoad{url: "http://" + p.hello.Addr + "/", timeout: o.timeout}.attack(vegeta.ConstantPacer{}, du, uint64(workers))
 	}
 	after, errAfter := p.stats(ctx)
 	if errBefore != nil || errAfter != nil {
@@ -302,13 +303,13 @@ func measureRefusalCosts(o options, transport string, calib float64) ([]refusalC
 		if err != nil {
 			return nil, err
 		}
-		samples, delta, err := closedLoop(o, p, transport, refusalWorkers)
+		samples, delta, err := closedLoop(o, p, transport, refusalWorkers, o.costDur)
 		p.stop()
 		if err != nil {
 			return nil, err
 		}
-		t := count(samples, window{0, o.capDur}, o.timeout)
-		c := refusalCost{transport: transport, path: r.path, about: r.about, workers: refusalWorkers, dur: o.capDur}
+		t := count(samples, window{0, o.costDur}, o.timeout)
+		c := refusalCost{transport: transport, path: r.path, about: r.about, workers: refusalWorkers, dur: o.costDur}
 		answers, wrong := t.refused, t.ok
 		if r.path == noop {
 			answers, wrong = t.ok, t.refused
