@@ -5,8 +5,9 @@
 // SLUICE_REALLOAD_SERVER environment variable holds its configuration)
 // with GOMAXPROCS set to the cores under test, listening on a free loopback
 // port. Its one handler does real CPU work per request — SHA-256 rounds for
-// W of CPU time, at a rate calibrated once per run (the best of ten 20 ms
-// trials in a one-core server process) and passed to every server so that
+// W of CPU time, at a rate calibrated once per run (rounds per ms of the
+// process's CPU time, the best of fifty 20 ms trials in a one-core server
+// process) and passed to every server so that
 // they all do the same work — or, for the I/O-bound handler, sleeps 20 ms.
 // Every row runs on a fresh server process, so nothing a guard learnt in
 // one run reaches another.

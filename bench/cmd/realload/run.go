@@ -209,10 +209,11 @@ func (o options) logf(format string, args ...any) {
 	}
 }
 
-// measureCalibration starts a one-core server that calibrates with ten
-// trials, and returns its rate.
+// measureCalibration starts a one-core server that calibrates with fifty
+// trials of 20 ms (a second: on a shared machine, enough for a quiet
+// moment), and returns its rate.
 func measureCalibration() (float64, error) {
-	p, err := startServer(serverConfig{Transport: "http", Work: "io", Contender: "none", CalibTrials: 10}, 1)
+	p, err := startServer(serverConfig{Transport: "http", Work: "io", Contender: "none", CalibTrials: 50}, 1)
 	if err != nil {
 		return 0, err
 	}

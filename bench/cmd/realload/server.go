@@ -31,7 +31,7 @@ type serverConfig struct {
 	Work        string  `json:"work"`         // a workload name (parseWorkload)
 	Contender   string  `json:"contender"`    // a contender name
 	ItersPerMs  float64 `json:"iters_per_ms"` // spin rounds per ms of CPU; 0: the server's own calibration
-	CalibTrials int     `json:"calib_trials"` // trials of the server's own calibration (default 5)
+	CalibTrials int     `json:"calib_trials"` // 20 ms trials of the server's own calibration (default 3)
 	Refuse      string  `json:"refuse"`       // a refusal path's name: guard with it instead of the contender
 }
 

@@ -20,19 +20,26 @@ func spin(iters int) byte {
 
 // calibrate measures how many spin rounds this process does per millisecond
 // of CPU: the best of trials runs of spin over about trial of wall time
-// each. The best, not the mean, because on a shared machine a trial can
-// only lose time (to preemption, another process), never gain it.
+// each, each divided by the CPU time the process used meanwhile (getrusage;
+// the wall time where the process's CPU time cannot be read). CPU time, not
+// wall time, so that other processes taking the core during a trial do not
+// count; the best, not the mean, because what remains (a busy sibling
+// hyperthread, cache misses) can only slow a trial down.
 func calibrate(trials int, trial time.Duration) float64 {
 	const chunk = 256
 	best := 0.0
 	for range trials {
 		n := 0
-		start := time.Now()
+		start, cpu0 := time.Now(), processCPU()
 		for time.Since(start) < trial {
 			spin(chunk)
 			n += chunk
 		}
-		if r := float64(n) / (float64(time.Since(start)) / float64(time.Millisecond)); r > best {
+		used := processCPU() - cpu0
+		if cpu0 == 0 || used <= 0 {
+			used = time.Since(start)
+		}
+		if r := float64(n) / (float64(used) / float64(time.Millisecond)); r > best {
 			best = r
 		}
 	}
