@@ -38,11 +38,6 @@ func startServer(cfg serverConfig, cores int) (*serverProc, error) {
 	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), serverEnv+"="+string(b), "GOMAXPROCS="+strconv.Itoa(cores))
-	if _, ok := os.LookupEnv("GORACE"); !ok {
-		// A race-enabled server (the test binary under -race) would
-		// otherwise sleep a second on exit.
-		cmd.Env = append(cmd.Env, "GORACE=atexit_sleep_ms=0")
-	}
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -93,18 +88,14 @@ func (p *serverProc) stats(ctx context.Context) (serverStats, error) {
 	return s, err
 }
 
-// stop ends the server: it closes its stdin (the server exits at EOF),
-// and kills it if it has not exited within a second.
+// stop ends the server: it kills it at once (a server left with a backlog
+// of work would take its time to notice its stdin closing, and it has
+// nothing to save) and waits for it to exit. Its stdin is closed too: a
+// server whose harness dies without calling stop exits at that EOF.
 func (p *serverProc) stop() {
 	_ = p.stdin.Close()
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(time.Second):
-		_ = p.cmd.Process.Kill()
-		<-done
-	}
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
 	_ = p.stdout.Close()
 	p.admin.CloseIdleConnections()
 }
