@@ -48,7 +48,7 @@
 //
 // Usage (from the bench directory):
 //
-//	go run ./cmd/realload -quick           # development: http and gRPC, 1 core, 1 ms (under 2 minutes)
+//	go run ./cmd/realload -quick           # development: http and gRPC, 1 core, 1 ms, short phases (about 2 minutes)
 //	go run ./cmd/realload -out report.md   # the full matrix (about 14 minutes); also ./realload.sh
 //	go run ./cmd/realload -matrix http:2:10ms -contenders none,shed -cases 2x-cold
 //	go run ./cmd/realload -list            # the contenders

@@ -35,7 +35,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	cases := fs.String("cases", strings.Join(allCases, ","), "cases, comma-separated")
 	steady := fs.Duration("steady", 0, "length of the 0.7x case (default 3s; -quick 1s)")
 	warmup := fs.Duration("warmup", 0, "the 2x-warm case's warm-up at 0.5x (default 3s; -quick 1s)")
-	overload := fs.Duration("overload", 0, "length of the 2x phase (default 4s; -quick 1.5s)")
+	overload := fs.Duration("overload", 0, "length of the 2x phase (default 4s; -quick 1s)")
 	capDur := fs.Duration("capacity", 0, "length of a capacity measurement (default 3s; -quick 1s)")
 	costDur := fs.Duration("cost", 0, "length of each refusal-cost run (default 1s; -quick 0.5s)")
 	timeout := fs.Duration("timeout", time.Second, "client timeout of every request")
@@ -78,7 +78,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	}
 	o.steady = def(*steady, 3*time.Second, time.Second)
 	o.warmup = def(*warmup, 3*time.Second, time.Second)
-	o.overload = def(*overload, 4*time.Second, 1500*time.Millisecond)
+	o.overload = def(*overload, 4*time.Second, time.Second)
 	o.capDur = def(*capDur, 3*time.Second, time.Second)
 	o.costDur = def(*costDur, time.Second, 500*time.Millisecond)
 	if *matrix == "" {
