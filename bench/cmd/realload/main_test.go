@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -131,5 +133,20 @@ func TestCLIErrors(t *testing.T) {
 	var out bytes.Buffer
 	if code := cli([]string{"-list"}, &out, io.Discard); code != 0 || !strings.Contains(out.String(), "shed-readme") {
 		t.Errorf("-list: code %d, output %q", code, out.String())
+	}
+}
+
+// TestBusy checks the busy-machine warning's test on /proc/loadavg lines.
+func TestBusy(t *testing.T) {
+	n := runtime.NumCPU()
+	for load, want := range map[string]bool{
+		"0.00 0.01 0.05":                  false,
+		fmt.Sprintf("%d.50 0.1 0.1", n):   true,
+		fmt.Sprintf("%d.00 9.0 9.0", n-1): false,
+		"?":                               false,
+	} {
+		if got := busy(load); got != want {
+			t.Errorf("busy(%q) = %v, want %v", load, got, want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -23,6 +24,17 @@ func loadAverage() string {
 		return "?"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// busy reports whether a loadAverage line's 1-minute figure exceeds the
+// number of CPUs.
+func busy(load string) bool {
+	f := strings.Fields(load)
+	if len(f) == 0 {
+		return false
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	return err == nil && v > float64(runtime.NumCPU())
 }
 
 // cpuModel returns the first "model name" of /proc/cpuinfo, or "".
@@ -99,6 +111,9 @@ func (r *report) write(w io.Writer) {
 	}
 	fmt.Fprintf(w, "- machine: %d CPUs (runtime.NumCPU)%s, %s/%s, %s; load average %s at the start, %s at the end; run took %v\n",
 		runtime.NumCPU(), model, runtime.GOOS, runtime.GOARCH, runtime.Version(), r.loadStart, r.loadEnd, r.end.Sub(r.start).Round(time.Second))
+	if busy(r.loadStart) || busy(r.loadEnd) {
+		fmt.Fprintf(w, "- **busy machine**: the load average exceeded the number of CPUs; other processes took CPU from the server and the load generator, so every figure below is noisy (capacity measured at one moment is not the capacity of the next)\n")
+	}
 	own := slices.Clone(r.calibOwn)
 	slices.Sort(own)
 	calibNote := ""
