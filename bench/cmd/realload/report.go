@@ -121,7 +121,11 @@ func (r *report) write(w io.Writer) {
 		calibNote = fmt.Sprintf("; each server process also measured its own rate (best of 3 × 20 ms) at start: %.0f–%.0f, median %.0f — they all spin the harness's number",
 			own[0], own[len(own)-1], own[len(own)/2])
 	}
-	fmt.Fprintf(w, "- calibration: %.0f SHA-256 rounds (32 bytes, chained) per ms of CPU, the best of 50 trials of 20 ms of wall time each, divided by the CPU time the process used (getrusage), in a GOMAXPROCS=1 server process%s\n", r.calib, calibNote)
+	how := "the best of 50 trials of 20 ms of wall time each, divided by the CPU time the process used (getrusage), in a GOMAXPROCS=1 server process"
+	if o.calib > 0 {
+		how = "given with -calib"
+	}
+	fmt.Fprintf(w, "- calibration: %.0f SHA-256 rounds (32 bytes, chained) per ms of CPU, %s%s\n", r.calib, how, calibNote)
 	fmt.Fprintf(w, "- server: this binary re-executed as a separate process with GOMAXPROCS = cores, a fresh process for every row (and for every capacity measurement); the handler spins the rounds for its CPU work, or sleeps %v (io)\n", ioSleep)
 	fmt.Fprintf(w, "- load: HTTP by vegeta v12.13.0 as a library (HTTP/1.1, keep-alive), gRPC by grpc-go in open loop (one goroutine per call at the target rate, %d connections); client timeout %v for every request\n", o.grpcConns, o.timeout)
 	var cases []string

@@ -145,11 +145,8 @@ func run(o options) (*report, error) {
 			return nil, fmt.Errorf("%v: capacity %.2f/s: the bare server served (almost) nothing", cfg, cp.rate)
 		}
 		for i, cs := range o.cases {
-			order := slices.Clone(o.contenders)
-			if len(order) > 0 {
-				k := i % len(order)
-				order = append(order[k:], order[:k]...)
-			}
+			k := i % max(len(o.contenders), 1)
+			order := append(slices.Clone(o.contenders[k:]), o.contenders[:k]...)
 			for _, c := range order {
 				r, err := runCase(o, cfg, c, cs, cp.rate, rep.calib)
 				if err != nil {
