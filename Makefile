@@ -6,7 +6,7 @@ GO ?= go
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-.PHONY: test deps fmt vet staticcheck unit bench-test bench simcompare fuzz
+.PHONY: test deps fmt vet staticcheck unit bench-test bench simcompare fuzz realload
 
 test: deps fmt vet staticcheck unit bench-test
 
@@ -34,6 +34,13 @@ bench-test:
 # Benchmarks against peer libraries (see bench/README.md); not part of `make test`.
 bench:
 	cd bench && ./run.sh
+
+# A real server process under a real load generator (vegeta): the gate, the
+# shedder, failsafe-go and nothing in front of a CPU-bound Go service on 1
+# and 2 cores (see bench/README.md; about 15 minutes, not part of make test;
+# OUT=file also writes the report).
+realload:
+	cd bench && ./realload.sh
 
 # sluice against its peers in the simulator, written to docs/simcompare.md
 # (about 7 minutes on 2 cores; not part of `make test`): parts 1-3 from
