@@ -141,7 +141,7 @@ func RateLimitInterceptors(quotas []GRPCQuota, opts ...ServerOption) (GRPCInterc
 			sc.keys[i] = k
 		}
 		res, err := q.tiers.AllowN(ctx, sc.keys, 1, sc.each)
-		if err != nil && res.Limit <= 0 {
+		if err != nil { // no decision
 			switch {
 			case errors.Is(err, ratelimit.ErrInvalidKey):
 				return adaptive.Token{}, false, status.Error(codes.InvalidArgument, "sluice: malformed rate-limit key")

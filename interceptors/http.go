@@ -78,7 +78,7 @@ func RateLimitMiddleware(quotas []HTTPQuota, opts ...ServerOption) (func(http.Ha
 				sc.keys[i] = k
 			}
 			res, err := q.tiers.AllowN(r.Context(), sc.keys, 1, sc.each)
-			if err != nil && res.Limit <= 0 { // an error without a decision
+			if err != nil { // no decision
 				q.put(sc)
 				switch {
 				case errors.Is(err, ratelimit.ErrInvalidKey):

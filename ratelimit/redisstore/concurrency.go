@@ -24,9 +24,9 @@ import (
 // Acquire, Release, Renew and InFlight are each one script, one round trip,
 // bounded by the store's timeout. When Redis fails, Acquire decides by the
 // store's failure policy (FailLocal acts as FailOpen: a local count of
-// another process's leases would mean nothing) and returns the decision
-// with an error wrapping ratelimit.ErrDegraded; it shares the store's
-// circuit breaker. Release, Renew and InFlight return Redis's errors as
+// another process's leases would mean nothing) and returns that decision
+// with a nil error and Result.Source saying so (the store's LastError has
+// the cause); it shares the store's circuit breaker. Release, Renew and InFlight return Redis's errors as
 // they are: a lease that could not be released expires on its own. It is
 // safe for concurrent use.
 type Concurrency struct {
@@ -126,10 +126,9 @@ func (c *Concurrency) Acquire(ctx context.Context, key string) (Lease, ratelimit
 	var raw [16]byte
 	crand.Read(raw[:])
 	id := hex.EncodeToString(raw[:])
-	res := ratelimit.Result{Limit: c.max}
+	res := ratelimit.Result{Source: ratelimit.SourceLimit, Limit: c.max}
 	if !c.s.brk.allowNow() {
-		res, err := c.degraded(res, ErrBreakerOpen)
-		return Lease{}, res, err
+		return Lease{}, c.degraded(res, ErrBreakerOpen), nil
 	}
 	cctx, cancel := c.s.callCtx(ctx)
 	defer cancel()
@@ -142,8 +141,7 @@ func (c *Concurrency) Acquire(ctx context.Context, key string) (Lease, ratelimit
 			return Lease{}, ratelimit.Result{}, ctx.Err()
 		}
 		c.s.brk.failure(time.Now())
-		res, err := c.degraded(res, err)
-		return Lease{}, res, err
+		return Lease{}, c.degraded(res, c.s.cause(cctx, err)), nil
 	}
 	c.s.brk.success()
 	res.Allowed = v[0] == 1
@@ -157,16 +155,14 @@ func (c *Concurrency) Acquire(ctx context.Context, key string) (Lease, ratelimit
 }
 
 // degraded decides an acquisition by the failure policy.
-func (c *Concurrency) degraded(res ratelimit.Result, cause error) (ratelimit.Result, error) {
-	if c.s.onError != nil {
-		c.s.onError(cause)
-	}
+func (c *Concurrency) degraded(res ratelimit.Result, cause error) ratelimit.Result {
+	c.s.failed(cause)
 	if c.s.failure == FailClosed {
-		res.RetryAfter = c.s.brk.cooldown
+		res.Source, res.RetryAfter = ratelimit.SourceFailClosed, c.s.brk.cooldown
 	} else {
-		res.Allowed = true
+		res.Source, res.Allowed = ratelimit.SourceFailOpen, true
 	}
-	return res, fmt.Errorf("%w (%v): %w", ratelimit.ErrDegraded, c.s.failure, cause)
+	return res
 }
 
 // Release frees the lease's slot. It reports whether the lease was still

@@ -65,12 +65,18 @@
 // policy (WithFailurePolicy): FailClosed (the default) refuses, FailOpen
 // admits, FailLocal decides with a local in-memory store (the limit then
 // holds per process; a reservation made there and cancelled once Redis is
-// back gives Redis nothing back, and the other way round). The decision
-// comes with an error wrapping ratelimit.ErrDegraded and the cause, which
-// the Limiter returns alongside the Result. After several failures in a
-// row a circuit breaker opens (WithBreaker): for its cool-down every call
-// decides at once, without trying Redis, then exactly one call probes it.
-// The timeout needs a client that obeys context deadlines: set
+// back gives Redis nothing back, and the other way round). That is a
+// decision, so it comes with a nil error, as every decision does in
+// package ratelimit: the Result's Source is SourceFailClosed,
+// SourceFailOpen or SourceFailLocal (Result.Degraded reports any of them),
+// the limiter's observer counts it as degraded, and LastError (and the
+// WithErrorHandler function, called with every failure) has the cause for
+// errors.Is. An error from the Limiter still means no decision: invalid
+// input, or the caller's context ending before Redis answered.
+//
+// After several failures in a row a circuit breaker opens (WithBreaker):
+// while it is open every call decides without trying Redis, and after each
+// cool-down one call probes Redis. The timeout needs a client that obeys context deadlines: set
 // ContextTimeoutEnabled in the go-redis options (New checks it).
 //
 // Keys refused by Redis are remembered locally until their retry time
@@ -105,8 +111,8 @@ var ErrUnsupportedPolicy = errors.New("sluice/redisstore: policy not supported o
 // common tag with WithHashTag.
 var ErrCrossSlot = errors.New("sluice/redisstore: a batch's keys are in different Redis Cluster slots; give them a common hash tag (WithHashTag)")
 
-// ErrBreakerOpen is the cause given with ratelimit.ErrDegraded while the
-// circuit breaker is open.
+// ErrBreakerOpen is the cause WithErrorHandler is given, and LastError
+// wraps, while the circuit breaker is open.
 var ErrBreakerOpen = errors.New("sluice/redisstore: circuit breaker open after repeated Redis failures")
 
 // FailurePolicy is how the store decides when Redis cannot.
@@ -114,14 +120,16 @@ type FailurePolicy uint8
 
 // The failure policies.
 const (
-	// FailClosed refuses every request, with RetryAfter the breaker's
-	// cool-down: no traffic passes unlimited. The default.
+	// FailClosed refuses every request (Source SourceFailClosed), with
+	// RetryAfter the breaker's cool-down: no traffic passes unlimited. The
+	// default.
 	FailClosed FailurePolicy = iota
-	// FailOpen admits every request (Remaining 0, unknown): availability
-	// before the limit.
+	// FailOpen admits every request, uncounted (Source SourceFailOpen;
+	// Remaining and the times unknown, 0): availability before the limit.
 	FailOpen
-	// FailLocal decides with an in-memory store of this process: the limit
-	// holds per process instead of across all of them.
+	// FailLocal decides with an in-memory store of this process (Source
+	// SourceFailLocal): the limit holds per process instead of across all
+	// of them.
 	FailLocal
 )
 
@@ -156,6 +164,7 @@ type Store struct {
 
 	policies  sync.Map // ratelimit.Policy → *policy
 	npolicies atomic.Int64
+	last      atomic.Pointer[error] // the last failure of Redis
 }
 
 // policy is a Policy in the scripts' arithmetic.
@@ -373,11 +382,13 @@ func sanitize(key string) string {
 // OpReserve's MaxWait counts in whole microseconds, rounded down, so that a
 // granted reservation's Delay (rounded up) never exceeds it.
 //
-// Apply returns the errors of ratelimit.CheckRequests, ErrUnsupportedPolicy,
-// ErrCrossSlot, ctx's error if ctx ends before Redis answers (nothing is
-// decided then), and, with the failure policy's decision in reqs, an error
-// wrapping ratelimit.ErrDegraded and the cause when Redis fails, times out
-// or the breaker is open.
+// Apply follows the error contract of ratelimit.Store: it returns the
+// errors of ratelimit.CheckRequests, ErrUnsupportedPolicy, ErrCrossSlot and
+// ctx's error if ctx ends before Redis answers, all without a decision.
+// When Redis fails, times out or the breaker is open, the failure policy
+// decides: reqs hold its decisions, with Source SourceFailClosed,
+// SourceFailOpen or SourceFailLocal, and Apply returns nil (LastError has
+// the cause).
 func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Request) error {
 	if err := ratelimit.CheckRequests(reqs); err != nil {
 		return err
@@ -461,13 +472,14 @@ func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Reque
 			return ctx.Err() // the caller gave up: not Redis's failure
 		}
 		s.brk.failure(time.Now())
-		return s.degrade(ctx, now, reqs, err)
+		return s.degrade(ctx, now, reqs, s.cause(cctx, err))
 	}
 	s.brk.success()
 	for i := range reqs {
 		r, v := &reqs[i], vals[2+7*i:]
 		r.Result = ratelimit.Result{
 			Allowed:    v[0] == 1,
+			Source:     ratelimit.SourceLimit,
 			Limit:      int(pols[i].args[2]),
 			Remaining:  int(v[1]),
 			RetryAfter: time.Duration(v[2]) * time.Microsecond,
@@ -514,11 +526,12 @@ func (s *Store) applyLean(ctx context.Context, now time.Time, reqs []ratelimit.R
 			return ctx.Err()
 		}
 		s.brk.failure(time.Now())
-		return s.degrade(ctx, now, reqs, err)
+		return s.degrade(ctx, now, reqs, s.cause(cctx, err))
 	}
 	s.brk.success()
 	r.Result = ratelimit.Result{
 		Allowed:    v[0] == 1,
+		Source:     ratelimit.SourceLimit,
 		Limit:      int(q.args[2]),
 		Remaining:  int(v[1]),
 		RetryAfter: time.Duration(v[2]) * time.Microsecond,
@@ -558,21 +571,40 @@ func (s *Store) callCtx(ctx context.Context) (context.Context, context.CancelFun
 
 func noCancel() {}
 
-// degrade decides reqs by the failure policy after cause.
-func (s *Store) degrade(ctx context.Context, now time.Time, reqs []ratelimit.Request, cause error) error {
-	if s.onError != nil {
-		s.onError(cause)
+// cause is the failure of a call made under cctx: err, or, when the call
+// ran out of the store's timeout (go-redis then reports a read or write
+// "i/o timeout"), an error that also wraps context.DeadlineExceeded.
+func (s *Store) cause(cctx context.Context, err error) error {
+	if errors.Is(cctx.Err(), context.DeadlineExceeded) && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("sluice/redisstore: no answer within the timeout (%v): %w (%w)", s.timeout, context.DeadlineExceeded, err)
 	}
+	return err
+}
+
+// degrade decides reqs by the failure policy after cause: a decision, so
+// it returns nil (the local store's error for requests it cannot decide,
+// which CheckRequests has already ruled out).
+func (s *Store) degrade(ctx context.Context, now time.Time, reqs []ratelimit.Request, cause error) error {
+	s.failed(cause)
 	switch s.failure {
 	case FailLocal:
-		if err := s.applyLocal(ctx, now, reqs); err != nil && !errors.Is(err, ratelimit.ErrTooManyKeys) {
+		if err := s.applyLocal(ctx, now, reqs); err != nil {
 			return err
+		}
+		for i := range reqs {
+			if r := &reqs[i]; r.Result.Source != ratelimit.SourceFull {
+				r.Result.Source = ratelimit.SourceFailLocal
+			}
 		}
 	default:
 		open := s.failure == FailOpen
+		src := ratelimit.SourceFailClosed
+		if open {
+			src = ratelimit.SourceFailOpen
+		}
 		for i := range reqs {
 			r := &reqs[i]
-			r.Result = ratelimit.Result{Allowed: open, Limit: r.Policy.Limit().Burst}
+			r.Result = ratelimit.Result{Allowed: open, Source: src, Limit: r.Policy.Limit().Burst}
 			if r.Op == ratelimit.OpReserve {
 				r.Delay, r.Mark = 0, ratelimit.State{}
 			}
@@ -581,7 +613,36 @@ func (s *Store) degrade(ctx context.Context, now time.Time, reqs []ratelimit.Req
 			}
 		}
 	}
-	return fmt.Errorf("%w (%v): %w", ratelimit.ErrDegraded, s.failure, cause)
+	return nil
+}
+
+// failed reports a failure to the error handler and remembers a failure of
+// Redis itself for LastError.
+func (s *Store) failed(cause error) {
+	if s.onError != nil {
+		s.onError(cause)
+	}
+	if cause != ErrBreakerOpen {
+		s.last.Store(&cause)
+	}
+}
+
+// LastError returns the most recent failure of Redis, or nil if there has
+// been none: the cause behind the decisions the failure policy made (those
+// whose Result.Degraded is true, which come with a nil error). It wraps
+// ratelimit.ErrDegraded, ErrBreakerOpen while the circuit breaker is open,
+// and the cause, so errors.Is finds each (context.DeadlineExceeded for a
+// timeout, syscall.ECONNREFUSED for a refused connection). It stays set
+// after Redis recovers; WithErrorHandler sees every failure as it happens.
+func (s *Store) LastError() error {
+	p := s.last.Load()
+	if p == nil {
+		return nil
+	}
+	if s.brk.openNow() {
+		return fmt.Errorf("%w (%v): %w: %w", ratelimit.ErrDegraded, s.failure, ErrBreakerOpen, *p)
+	}
+	return fmt.Errorf("%w (%v): %w", ratelimit.ErrDegraded, s.failure, *p)
 }
 
 // applyLocal decides reqs with the local store. A reservation's mark names

@@ -191,8 +191,8 @@ func TestFailurePolicies(t *testing.T) {
 		start := time.Now()
 		res, err := su.lim.Allow(ctx, "f")
 		took := time.Since(start)
-		if !errors.Is(err, ratelimit.ErrDegraded) {
-			t.Fatalf("%v with Redis dead: err %v, want ErrDegraded", su.policy, err)
+		if err != nil || !res.Degraded() {
+			t.Fatalf("%v with Redis dead: %+v %v, want a degraded decision and no error", su.policy, res, err)
 		}
 		if took > time.Second {
 			t.Errorf("%v took %v with Redis dead, want within the 50ms timeout (plus scheduling)", su.policy, took)
@@ -210,21 +210,23 @@ func TestFailurePolicies(t *testing.T) {
 	}
 	// The breaker is open by now: a decision costs no network call.
 	for _, su := range setups {
-		_, err := su.lim.Allow(ctx, "f")
-		if !errors.Is(err, redisstore.ErrBreakerOpen) && !strings.Contains(fmt.Sprint(err), "refused") {
-			t.Logf("%v: %v", su.policy, err)
+		if res, err := su.lim.Allow(ctx, "f"); err != nil || !res.Degraded() {
+			t.Errorf("%v with the breaker open: %+v %v", su.policy, res, err)
 		}
 	}
 	srv.Restart()
 	start := time.Now()
 	for _, su := range setups {
 		for {
-			_, err := su.lim.Allow(ctx, "f")
-			if err == nil {
+			res, err := su.lim.Allow(ctx, "f")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Source == ratelimit.SourceLimit {
 				break
 			}
 			if time.Since(start) > time.Second {
-				t.Fatalf("%v: no recovery within 1s of the restart: %v", su.policy, err)
+				t.Fatalf("%v: no recovery within 1s of the restart: %+v", su.policy, res)
 			}
 			time.Sleep(5 * time.Millisecond) // polling for recovery, bounded by the 1s target
 		}
@@ -262,9 +264,12 @@ func TestBreakerSkipsRedis(t *testing.T) {
 	}
 	before := calls.Load()
 	for range 1000 {
-		if _, err := l.Allow(ctx, "b"); !errors.Is(err, redisstore.ErrBreakerOpen) {
-			t.Fatalf("err %v, want ErrBreakerOpen", err)
+		if res, err := l.Allow(ctx, "b"); err != nil || res.Source != ratelimit.SourceFailClosed {
+			t.Fatalf("%+v %v, want a FailClosed decision", res, err)
 		}
+	}
+	if err := s.LastError(); !errors.Is(err, redisstore.ErrBreakerOpen) || !errors.Is(err, ratelimit.ErrDegraded) {
+		t.Fatalf("LastError %v, want ErrDegraded and ErrBreakerOpen", err)
 	}
 	if n := calls.Load() - before; n != 0 {
 		t.Fatalf("%d Redis calls with the breaker open, want 0", n)

@@ -85,16 +85,19 @@ func TestTimeoutOnHungRedis(t *testing.T) {
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("Allow took %v on a hung Redis, want about the 50ms timeout", took)
 	}
-	if !errors.Is(err, ratelimit.ErrDegraded) || res.Allowed {
-		t.Errorf("Allow on a hung Redis: %+v %v, want a FailClosed refusal with ErrDegraded", res, err)
+	if err != nil || res.Allowed || res.Source != ratelimit.SourceFailClosed {
+		t.Errorf("Allow on a hung Redis: %+v %v, want a FailClosed refusal", res, err)
 	}
 	start = time.Now()
 	_, res, err = cc.Acquire(ctx, "k")
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("Acquire took %v on a hung Redis, want about the 50ms timeout", took)
 	}
-	if !errors.Is(err, ratelimit.ErrDegraded) || res.Allowed {
-		t.Errorf("Acquire on a hung Redis: %+v %v, want a FailClosed refusal with ErrDegraded", res, err)
+	if err != nil || res.Allowed || res.Source != ratelimit.SourceFailClosed {
+		t.Errorf("Acquire on a hung Redis: %+v %v, want a FailClosed refusal", res, err)
+	}
+	if err := s.LastError(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("LastError %v, want the store's deadline", err)
 	}
 }
 
@@ -195,7 +198,7 @@ func TestFailLocalReservations(t *testing.T) {
 	var local ratelimit.Request
 	for i := range 2 { // the second waits an hour: a refundable reservation
 		r, err := apply(ratelimit.Request{Op: ratelimit.OpReserve, N: 1})
-		if !errors.Is(err, ratelimit.ErrDegraded) || !r.Result.Allowed {
+		if err != nil || !r.Result.Allowed || r.Result.Source != ratelimit.SourceFailLocal {
 			t.Fatalf("local reservation %d: %+v %v", i, r, err)
 		}
 		local = r
@@ -278,7 +281,7 @@ func TestFailClosedRetryAfter(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := l.Allow(context.Background(), "k")
-	if !errors.Is(err, ratelimit.ErrDegraded) || res.Allowed || res.RetryAfter != 250*time.Millisecond {
+	if err != nil || res.Allowed || res.Source != ratelimit.SourceFailClosed || res.RetryAfter != 250*time.Millisecond {
 		t.Fatalf("%+v %v, want a refusal with RetryAfter 250ms", res, err)
 	}
 	if _, err := redisstore.New(c, redisstore.WithBreaker(0, -time.Second)); err == nil {
@@ -336,8 +339,8 @@ func TestLeaseWithBreakerOpen(t *testing.T) {
 		t.Fatal(res, err)
 	}
 	srv.Kill()
-	if _, _, err := cc.Acquire(ctx, "k"); !errors.Is(err, ratelimit.ErrDegraded) {
-		t.Fatalf("acquire with Redis dead: %v", err)
+	if _, res, err := cc.Acquire(ctx, "k"); err != nil || res.Source != ratelimit.SourceFailClosed {
+		t.Fatalf("acquire with Redis dead: %+v %v", res, err)
 	}
 	for name, f := range map[string]func(context.Context) (bool, error){"release": lease.Release, "renew": lease.Renew} {
 		if ok, err := f(ctx); ok || !errors.Is(err, redisstore.ErrBreakerOpen) {
