@@ -127,12 +127,12 @@ func (c *Concurrency) Acquire(ctx context.Context, key string) (Lease, ratelimit
 	crand.Read(raw[:])
 	id := hex.EncodeToString(raw[:])
 	res := ratelimit.Result{Source: ratelimit.SourceLimit, Limit: c.max}
-	if !c.s.brk.allowNow() {
+	if !c.s.tryRedis() {
 		return Lease{}, c.degraded(res, ErrBreakerOpen), nil
 	}
-	cctx, cancel := c.s.callCtx(ctx)
-	defer cancel()
-	v, err := leaseAcquire.Run(cctx, c.s.client, []string{rk}, c.max, int64(c.lease/time.Microsecond), id).Int64Slice()
+	call := c.s.begin(ctx)
+	defer call.end()
+	v, err := leaseAcquire.Run(call.ctx, c.s.client, []string{rk}, c.max, int64(c.lease/time.Microsecond), id).Int64Slice()
 	if err == nil && len(v) != 5 {
 		err = fmt.Errorf("sluice/redisstore: lease script answered %d values", len(v))
 	}
@@ -140,8 +140,7 @@ func (c *Concurrency) Acquire(ctx context.Context, key string) (Lease, ratelimit
 		if ctx.Err() != nil {
 			return Lease{}, ratelimit.Result{}, ctx.Err()
 		}
-		c.s.brk.failure(time.Now())
-		return Lease{}, c.degraded(res, c.s.cause(cctx, err)), nil
+		return Lease{}, c.degraded(res, c.s.callFailed(call, err)), nil
 	}
 	c.s.brk.success()
 	res.Allowed = v[0] == 1
@@ -176,9 +175,9 @@ func (l Lease) Release(ctx context.Context) (bool, error) {
 	if l.c.s.brk.openNow() {
 		return false, ErrBreakerOpen
 	}
-	cctx, cancel := l.c.s.callCtx(ctx)
-	defer cancel()
-	n, err := leaseRelease.Run(cctx, l.c.s.client, []string{l.key}, l.id).Int64()
+	call := l.c.s.begin(ctx)
+	defer call.end()
+	n, err := leaseRelease.Run(call.ctx, l.c.s.client, []string{l.key}, l.id).Int64()
 	return n == 1, err
 }
 
@@ -193,9 +192,9 @@ func (l Lease) Renew(ctx context.Context) (bool, error) {
 	if l.c.s.brk.openNow() {
 		return false, ErrBreakerOpen
 	}
-	cctx, cancel := l.c.s.callCtx(ctx)
-	defer cancel()
-	n, err := leaseRenew.Run(cctx, l.c.s.client, []string{l.key}, int64(l.c.lease/time.Microsecond), l.id).Int64()
+	call := l.c.s.begin(ctx)
+	defer call.end()
+	n, err := leaseRenew.Run(call.ctx, l.c.s.client, []string{l.key}, int64(l.c.lease/time.Microsecond), l.id).Int64()
 	return n == 1, err
 }
 
@@ -214,8 +213,8 @@ func (c *Concurrency) InFlight(ctx context.Context, key string) (int, error) {
 		return 0, fmt.Errorf("%w: %d bytes", ratelimit.ErrInvalidKey, len(key))
 	}
 	rk := c.s.redisKey(key, &policy{id: c.id})
-	cctx, cancel := c.s.callCtx(ctx)
-	defer cancel()
-	n, err := leaseCount.Run(cctx, c.s.client, []string{rk}).Int64()
+	call := c.s.begin(ctx)
+	defer call.end()
+	n, err := leaseCount.Run(call.ctx, c.s.client, []string{rk}).Int64()
 	return int(n), err
 }

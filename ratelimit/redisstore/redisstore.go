@@ -74,10 +74,21 @@
 // errors.Is. An error from the Limiter still means no decision: invalid
 // input, or the caller's context ending before Redis answered.
 //
-// After several failures in a row a circuit breaker opens (WithBreaker):
-// while it is open every call decides without trying Redis, and after each
-// cool-down one call probes Redis. The timeout needs a client that obeys context deadlines: set
-// ContextTimeoutEnabled in the go-redis options (New checks it).
+// A Redis that is gone is noticed at once, not after the timeout: on a
+// *redis.Client the store watches the client's dials, and the first
+// refused connection opens the circuit breaker and ends every call in
+// flight, which the failure policy then decides (go-redis would otherwise
+// retry the dial and the command until the timeout). The breaker also
+// opens after several failures in a row (WithBreaker: timeouts, errors).
+// While it is open every call decides at once, without trying Redis; after
+// each cool-down one probe (a PING, bounded by the timeout) runs in the
+// background and closes the breaker when Redis answers, so no caller waits
+// on a Redis known to be failing. Decisions come back to Redis within a
+// cool-down (250ms by default) of its return, or within about a second more
+// after a long outage, when go-redis paces its own redials (after PoolSize
+// failed dials its pool redials once a second). The timeout needs a client
+// that obeys context deadlines: set ContextTimeoutEnabled in the go-redis
+// options (New checks it).
 //
 // Keys refused by Redis are remembered locally until their retry time
 // (WithRefusalCache), so a flood from one abusive key costs nothing on Redis:
@@ -165,6 +176,7 @@ type Store struct {
 	policies  sync.Map // ratelimit.Policy → *policy
 	npolicies atomic.Int64
 	last      atomic.Pointer[error] // the last failure of Redis
+	abort     atomic.Pointer[abort] // the calls in flight (see failfast.go)
 }
 
 // policy is a Policy in the scripts' arithmetic.
@@ -195,6 +207,12 @@ const (
 // default) instead. New therefore refuses a *redis.Client,
 // *redis.ClusterClient or *redis.Ring whose ContextTimeoutEnabled is false,
 // unless WithTimeout(0) leaves the bounds to the client.
+//
+// On a *redis.Client, New adds a hook (AddHook) that reports the client's
+// refused dials to the store, so that a Redis that is gone is decided by
+// the failure policy at once (see Failure); it changes nothing else the
+// client does. On Cluster and Ring clients the breaker opens after
+// WithBreaker's failures instead.
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -220,8 +238,12 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		onError:    cfg.onError,
 		brk:        breaker{threshold: int32(cfg.breakerFailures), cooldown: cfg.breakerCooldown},
 	}
+	s.abort.Store(newAbort())
 	_, s.cluster = client.(*redis.ClusterClient)
 	_, s.ring = client.(*redis.Ring)
+	if c, ok := client.(*redis.Client); ok {
+		c.AddHook(dialWatch{s}) // see failfast.go
+	}
 	if cfg.cacheSize > 0 {
 		s.cache = newRefusalCache(cfg.cacheSize)
 	}
@@ -421,7 +443,7 @@ func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Reque
 	}
 	if len(reqs) == 1 && reqs[0].Op == ratelimit.OpAllow && leanScripts[int(alg)] != nil {
 		key := s.redisKey(reqs[0].Key, pols[0])
-		if !s.brk.allowNow() {
+		if !s.tryRedis() {
 			return s.degrade(ctx, now, reqs, ErrBreakerOpen)
 		}
 		return s.applyLean(ctx, now, reqs, pols[0], key, gen)
@@ -433,7 +455,7 @@ func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Reque
 	if err := s.sameNode(keys); err != nil {
 		return err
 	}
-	if !s.brk.allowNow() {
+	if !s.tryRedis() {
 		return s.degrade(ctx, now, reqs, ErrBreakerOpen)
 	}
 	args := make([]any, 0, 2+fieldsPerRequest*len(reqs))
@@ -461,9 +483,9 @@ func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Reque
 			int(r.Op), r.N, shadow, maxWait, r.Mark.A, r.Mark.B)
 	}
 
-	cctx, cancel := s.callCtx(ctx)
-	defer cancel()
-	vals, err := s.scripts[alg].Run(cctx, s.client, keys, args...).Int64Slice()
+	c := s.begin(ctx)
+	defer c.end()
+	vals, err := s.scripts[alg].Run(c.ctx, s.client, keys, args...).Int64Slice()
 	if err == nil && len(vals) != 2+7*len(reqs) {
 		err = fmt.Errorf("sluice/redisstore: script answered %d values for %d requests", len(vals), len(reqs))
 	}
@@ -471,8 +493,7 @@ func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Reque
 		if ctx.Err() != nil {
 			return ctx.Err() // the caller gave up: not Redis's failure
 		}
-		s.brk.failure(time.Now())
-		return s.degrade(ctx, now, reqs, s.cause(cctx, err))
+		return s.degrade(ctx, now, reqs, s.callFailed(c, err))
 	}
 	s.brk.success()
 	for i := range reqs {
@@ -515,9 +536,9 @@ func (s *Store) applyLean(ctx context.Context, now time.Time, reqs []ratelimit.R
 	}
 	args = append(args, q.lean...)
 	args = append(args, r.N)
-	cctx, cancel := s.callCtx(ctx)
-	defer cancel()
-	v, err := leanScripts[int(q.alg)].Run(cctx, s.client, []string{key}, args...).Int64Slice()
+	c := s.begin(ctx)
+	defer c.end()
+	v, err := leanScripts[int(q.alg)].Run(c.ctx, s.client, []string{key}, args...).Int64Slice()
 	if err == nil && len(v) != 4 {
 		err = fmt.Errorf("sluice/redisstore: script answered %d values for 4", len(v))
 	}
@@ -525,8 +546,7 @@ func (s *Store) applyLean(ctx context.Context, now time.Time, reqs []ratelimit.R
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		s.brk.failure(time.Now())
-		return s.degrade(ctx, now, reqs, s.cause(cctx, err))
+		return s.degrade(ctx, now, reqs, s.callFailed(c, err))
 	}
 	s.brk.success()
 	r.Result = ratelimit.Result{
@@ -558,28 +578,7 @@ func (s *Store) sameNode(keys []string) error {
 	return nil
 }
 
-// callCtx bounds a call to Redis by the store's timeout, unless ctx
-// already ends sooner (then ctx is the bound, and no timer is made).
-func (s *Store) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	if s.timeout > 0 {
-		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > s.timeout {
-			return context.WithTimeout(ctx, s.timeout)
-		}
-	}
-	return ctx, noCancel
-}
-
 func noCancel() {}
-
-// cause is the failure of a call made under cctx: err, or, when the call
-// ran out of the store's timeout (go-redis then reports a read or write
-// "i/o timeout"), an error that also wraps context.DeadlineExceeded.
-func (s *Store) cause(cctx context.Context, err error) error {
-	if errors.Is(cctx.Err(), context.DeadlineExceeded) && !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("sluice/redisstore: no answer within the timeout (%v): %w (%w)", s.timeout, context.DeadlineExceeded, err)
-	}
-	return err
-}
 
 // degrade decides reqs by the failure policy after cause: a decision, so
 // it returns nil (the local store's error for requests it cannot decide,
