@@ -26,16 +26,27 @@ import (
 
 var algs = []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingLog, ratelimit.SlidingWindow, ratelimit.TokenBucket, ratelimit.GCRA}
 
+// client returns a client of the redis-server at addr whose own timeouts are
+// generous: no test may depend on a wall-clock bound being met on a busy
+// machine (the tests run under -race while other packages' tests take the
+// cores). Tests of the fault paths stop the server instead.
 func client(t *testing.T, addr string) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ContextTimeoutEnabled: true})
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 10 * time.Second,
+		ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
 	return c
 }
 
+// generous is the store timeout of the tests, where Redis is expected to
+// answer: a decision of a live Redis must never be decided by the failure
+// policy because the machine is slow.
+const generous = 30 * time.Second
+
+// newStore returns a store on c with the generous timeout, then opts.
 func newStore(t *testing.T, c redis.UniversalClient, opts ...redisstore.Option) *redisstore.Store {
 	t.Helper()
-	s, err := redisstore.New(c, opts...)
+	s, err := redisstore.New(c, append([]redisstore.Option{redisstore.WithTimeout(generous)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +75,7 @@ func TestHotKey(t *testing.T) {
 		t.Run(alg.String(), func(t *testing.T) {
 			var lims [2]*ratelimit.Limiter
 			for i := range lims {
-				s := newStore(t, client(t, srv.Addr), redisstore.WithTimeout(5*time.Second))
+				s := newStore(t, client(t, srv.Addr))
 				l, err := ratelimit.New(alg, ratelimit.Limit{Rate: 100, Period: time.Hour}, ratelimit.WithStore(s))
 				if err != nil {
 					t.Fatal(err)
@@ -511,13 +522,16 @@ func TestRefusalCacheDecides(t *testing.T) {
 }
 
 // TestConcurrency: at most Max leases per key across two stores; a released
-// lease frees its slot, a crashed holder's lease expires, renew extends.
+// lease frees its slot, renew extends, a crashed holder's lease expires.
+// The leases that must stay held last a minute, so that no stall of a busy
+// machine can expire them mid-test; those that must expire last 50ms, and
+// the test waits for Redis's clock to pass them with a generous deadline.
 func TestConcurrency(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	var ccs [2]*redisstore.Concurrency
 	for i := range ccs {
-		cc, err := redisstore.NewConcurrency(newStore(t, client(t, srv.Addr)), 3, 50*time.Millisecond)
+		cc, err := redisstore.NewConcurrency(newStore(t, client(t, srv.Addr)), 3, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -529,12 +543,12 @@ func TestConcurrency(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Allowed != (i < 3) || res.Limit != 3 {
+		if res.Allowed != (i < 3) || res.Limit != 3 || res.Source != ratelimit.SourceLimit {
 			t.Fatalf("acquire %d: %+v", i, res)
 		}
 		if res.Allowed {
 			leases = append(leases, l)
-		} else if res.RetryAfter <= 0 || res.RetryAfter > 50*time.Millisecond {
+		} else if res.RetryAfter <= 0 || res.RetryAfter > time.Minute {
 			t.Fatalf("refusal RetryAfter %v", res.RetryAfter)
 		}
 	}
@@ -553,10 +567,24 @@ func TestConcurrency(t *testing.T) {
 	if ok, err := leases[1].Renew(ctx); !ok || err != nil {
 		t.Fatalf("renew: %v %v", ok, err)
 	}
-	// The holders "crash": their leases expire on the server's clock.
-	deadline := time.Now().Add(2 * time.Second)
+
+	// Holders of 50ms leases "crash": their leases expire on the server's
+	// clock, and their slots come back.
+	short, err := redisstore.NewConcurrency(newStore(t, client(t, srv.Addr)), 2, 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crashed []redisstore.Lease
+	for range 2 {
+		l, res, err := short.Acquire(ctx, "crashy")
+		if err != nil || !res.Allowed {
+			t.Fatalf("short lease: %+v %v", res, err)
+		}
+		crashed = append(crashed, l)
+	}
+	deadline := time.Now().Add(30 * time.Second)
 	for {
-		n, err := ccs[0].InFlight(ctx, "tenant")
+		n, err := short.InFlight(ctx, "crashy")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -568,11 +596,11 @@ func TestConcurrency(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond) // waiting for Redis's clock, which a test cannot drive
 	}
-	if ok, _ := leases[1].Renew(ctx); ok {
+	if ok, _ := crashed[0].Renew(ctx); ok {
 		t.Fatal("renewed an expired lease")
 	}
-	for range 3 {
-		if _, res, _ := ccs[0].Acquire(ctx, "tenant"); !res.Allowed {
+	for range 2 {
+		if _, res, _ := short.Acquire(ctx, "crashy"); !res.Allowed {
 			t.Fatalf("after expiry: %+v", res)
 		}
 	}
