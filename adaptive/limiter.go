@@ -241,6 +241,10 @@ func (l *Limiter) Queued() int { return int(l.waiters.Load()) }
 // frees another holder's slot.
 func (l *Limiter) Overreleases() int64 { return l.overreleases.Load() }
 
+// Clock returns the clock the gate reads (WithClock), so that a caller
+// driving it in virtual time, as package sim does, can check it is its own.
+func (l *Limiter) Clock() clock.Clock { return l.clk }
+
 // Token is the right to one slot of the gate, held from a successful
 // TryAcquire or Acquire until exactly one of Success, Dropped or Ignore is
 // called. A Token is a small value; copying it does not copy the right, so
