@@ -24,7 +24,7 @@ import (
 // holds no lease (all released or expired) is dropped by the sweeps that
 // every new key makes (two keys of its shard), and at the key cap
 // (WithMaxKeys) by a bounded reclaim over a few shards; if nothing can be
-// dropped, a new key is refused with ErrTooManyKeys. Acquiring and releasing
+// dropped, a new key is refused (Result.Source SourceFull). Acquiring and releasing
 // on a key that is kept allocates nothing. A Concurrency is safe for
 // concurrent use.
 type Concurrency struct {
