@@ -68,18 +68,19 @@ func (c call) end() {
 	c.cancel()
 }
 
-// failed classifies the failure err of c, whose caller's context is still
-// live (a failure of Redis, not the caller giving up), tells the breaker,
-// and returns the cause: the refused connection that cancelled the call, or
-// err wrapped with context.DeadlineExceeded when the call ran out of the
-// store's timeout (go-redis then reports a read or write "i/o timeout").
+// callFailed classifies the failure err of c, whose caller's context is
+// still live (a failure of Redis, not the caller giving up), tells the
+// breaker, and returns the cause: the refused connection that cancelled the
+// call, or err wrapped with the timeout and context.DeadlineExceeded when
+// the call ran out of the store's timeout (go-redis then reports a read or
+// write "i/o timeout", or the context's error).
 func (s *Store) callFailed(c call, err error) error {
 	cause := err
 	switch {
 	case c.ab.ctx.Err() != nil:
 		cause = fmt.Errorf("sluice/redisstore: call abandoned: %w", context.Cause(c.ab.ctx))
-	case pastDeadline(c.ctx) && !errors.Is(err, context.DeadlineExceeded):
-		cause = fmt.Errorf("sluice/redisstore: no answer within the timeout (%v): %w (%w)", s.timeout, context.DeadlineExceeded, err)
+	case pastDeadline(c.ctx) || errors.Is(err, context.DeadlineExceeded):
+		cause = s.timedOut(err)
 	}
 	if refusedConn(cause) {
 		s.refused(cause)
@@ -87,6 +88,16 @@ func (s *Store) callFailed(c call, err error) error {
 		s.brk.failure(time.Now())
 	}
 	return cause
+}
+
+// timedOut is the cause of a call that ran out of the store's timeout: err
+// (go-redis's "i/o timeout", or the context's own error) said so, and
+// wrapping context.DeadlineExceeded in every case.
+func (s *Store) timedOut(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("sluice/redisstore: no answer within the timeout (%v): %w", s.timeout, err)
+	}
+	return fmt.Errorf("sluice/redisstore: no answer within the timeout (%v): %w (%w)", s.timeout, context.DeadlineExceeded, err)
 }
 
 // pastDeadline reports whether ctx's deadline has passed. go-redis sets its
@@ -135,8 +146,8 @@ func (s *Store) probe() {
 			s.brk.success()
 			return
 		}
-		if pastDeadline(ctx) && !errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("sluice/redisstore: probe: no answer within the timeout (%v): %w (%w)", s.timeout, context.DeadlineExceeded, err)
+		if pastDeadline(ctx) || errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("probe: %w", s.timedOut(err))
 		}
 		s.failed(err)
 	}()
