@@ -34,6 +34,8 @@ func (f fixed) Validate() error {
 // WithMaxLimit). Defaults: initial limit 20, increase 1, backoff 0.9,
 // timeout 5s. Build it with NewAIMD.
 type AIMD struct {
+	Binding // one gate per AIMD: adaptive.New refuses a second
+
 	initial  int
 	increase int
 	backoff  float64

@@ -20,12 +20,44 @@ import (
 // within its [min, max] limits (WithMinLimit, WithMaxLimit).
 //
 // An Algorithm that also has a method Validate() error is validated by New,
-// so an algorithm built with bad options makes New fail with its error.
+// so an algorithm built with bad options makes New fail with its error
+// (joined with those of the gate's options). An Algorithm that keeps state
+// also implements Binder, so that New refuses to give it a second gate.
 type Algorithm interface {
 	// InitialLimit is the limit the gate starts with.
 	InitialLimit() int
 	// Update returns the limit for the next window, given the last one.
 	Update(s Sample) int
+}
+
+// A Binder is an Algorithm that keeps state of its own and so can drive one
+// gate only (Gradient, Vegas and AIMD are Binders; Fixed keeps none). New
+// calls Bind once every option has passed, just before it returns the gate,
+// and fails with Bind's error: an algorithm that already drives a gate
+// cannot drive another. A New that fails for another reason does not bind
+// the algorithm. Embed Binding to implement it.
+type Binder interface {
+	// Bind claims the algorithm for a new gate, or returns an error (wrapping
+	// ErrAlgorithmBound) if a gate has claimed it before.
+	Bind() error
+}
+
+// ErrAlgorithmBound is the error of New for an algorithm that already
+// drives another gate (see Binder): build one algorithm per gate.
+var ErrAlgorithmBound = errors.New("sluice/adaptive: the algorithm already drives another gate; build one per gate")
+
+// Binding implements Binder for the Algorithm that embeds it: the first
+// Bind succeeds, every later one fails with ErrAlgorithmBound. It is safe
+// for concurrent use. The zero Binding is unbound.
+type Binding struct{ bound atomic.Bool }
+
+// Bind claims the algorithm for one gate; it fails with ErrAlgorithmBound
+// if it was claimed before.
+func (b *Binding) Bind() error {
+	if !b.bound.CompareAndSwap(false, true) {
+		return ErrAlgorithmBound
+	}
+	return nil
 }
 
 // The errors of Acquire. Every refusal wraps ErrLimitExceeded, so
@@ -109,16 +141,18 @@ func unpack(s uint64) (limit, inFlight int64) {
 }
 
 // New returns a gate whose limit is driven by alg, starting at
-// alg.InitialLimit(). It returns an error naming every invalid option,
-// including those of alg when alg has a Validate method.
+// alg.InitialLimit(). It returns an error naming every invalid option, its
+// own and those of alg when alg has a Validate method, joined (when alg is
+// invalid, its initial limit is not checked against the gate's bounds); and
+// an error wrapping ErrAlgorithmBound when alg is a Binder that already
+// drives another gate.
 func New(alg Algorithm, opts ...Option) (*Limiter, error) {
 	if alg == nil {
 		return nil, errors.New("sluice/adaptive: New(nil): an algorithm is required")
 	}
+	var algErr error
 	if v, ok := alg.(interface{ Validate() error }); ok {
-		if err := v.Validate(); err != nil {
-			return nil, err
-		}
+		algErr = v.Validate()
 	}
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -126,9 +160,17 @@ func New(alg Algorithm, opts ...Option) (*Limiter, error) {
 			o.apply(&cfg)
 		}
 	}
-	initial := alg.InitialLimit()
-	if err := cfg.validate(initial); err != nil {
+	initial := -1 // unknown: an invalid algorithm's may be meaningless
+	if algErr == nil {
+		initial = alg.InitialLimit()
+	}
+	if err := errors.Join(algErr, cfg.validate(initial)); err != nil {
 		return nil, err
+	}
+	if b, ok := alg.(Binder); ok {
+		if err := b.Bind(); err != nil {
+			return nil, err
+		}
 	}
 	l := &Limiter{
 		clk:      cfg.clock,
@@ -198,6 +240,10 @@ func (l *Limiter) Queued() int { return int(l.waiters.Load()) }
 // release while other tokens are held cannot be told from a real release: it
 // frees another holder's slot.
 func (l *Limiter) Overreleases() int64 { return l.overreleases.Load() }
+
+// Clock returns the clock the gate reads (WithClock), so that a caller
+// driving it in virtual time, as package sim does, can check it is its own.
+func (l *Limiter) Clock() clock.Clock { return l.clk }
 
 // Token is the right to one slot of the gate, held from a successful
 // TryAcquire or Acquire until exactly one of Success, Dropped or Ignore is

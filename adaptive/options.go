@@ -216,7 +216,7 @@ func (c *config) frontSignal() FrontSignal {
 }
 
 // validate checks the configuration together with the algorithm's initial
-// limit and returns every problem found.
+// limit (negative: unknown, not checked) and returns every problem found.
 func (c *config) validate(initial int) error {
 	var errs []error
 	bad := func(format string, args ...any) {
@@ -237,7 +237,7 @@ func (c *config) validate(initial int) error {
 	if c.minLimit > c.maxLimit {
 		bad("min limit %d exceeds max limit %d", c.minLimit, c.maxLimit)
 	}
-	if initial < c.minLimit || initial > c.maxLimit {
+	if initial >= 0 && (initial < c.minLimit || initial > c.maxLimit) {
 		bad("algorithm's initial limit %d is outside [min %d, max %d]", initial, c.minLimit, c.maxLimit)
 	}
 	if c.minWindow <= 0 || c.maxWindow < c.minWindow {

@@ -36,6 +36,8 @@ import (
 // Gradient is the algorithm. Build it with New and pass it to adaptive.New;
 // like every adaptive.Algorithm it belongs to one gate.
 type Gradient struct {
+	adaptive.Binding // one gate per Gradient: adaptive.New refuses a second
+
 	initial   int
 	tol       float64
 	slack     float64

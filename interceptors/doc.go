@@ -9,15 +9,20 @@
 // GateInterceptors, ShedInterceptors return a GRPCInterceptors with Unary
 // and Stream) and an HTTP middleware, func(http.Handler) http.Handler
 // (RateLimitMiddleware, GateMiddleware, ShedMiddleware). Refusals carry the
-// status clients expect: a rate limit is RESOURCE_EXHAUSTED or 429,
-// shedding, a full gate or a failed rate-limit store is UNAVAILABLE or 503.
+// status clients expect: a quota refusal is RESOURCE_EXHAUSTED or 429;
+// shedding, a full gate, a failed rate-limit store (whether the limiter
+// returned no decision or the store's fail-closed policy refused) and a
+// rate-limit store full of other keys are UNAVAILABLE or 503, never a quota
+// refusal.
 // Every refusal for quota or overload carries a retry time that is never
 // earlier than the guard's own (rounded up, plus any WithRetryJitter): a google.rpc.RetryInfo detail
 // and the RetryPushbackTrailer trailer on gRPC, Retry-After and an RFC 9457
 // problem+json body on HTTP. Every response of a rate-limited HTTP route
 // carries the IETF RateLimit-Policy field, and every decided one the
-// RateLimit field (draft-ietf-httpapi-ratelimit-headers, named policies;
-// Retry-After is never earlier than a refusing policy's t). Keys come from
+// RateLimit field for the quotas whose decision read the key's state
+// (draft-ietf-httpapi-ratelimit-headers, named policies; Retry-After is
+// never earlier than a refusing policy's t): a quota decided by a failed
+// store's fail-open or fail-closed policy reports no invented numbers. Keys come from
 // extractors (HeaderKey, APIKey, UserKey, ClientIP with trusted proxies;
 // forwarding headers are ignored unless the peer is trusted), priorities from
 // the PriorityHeader or PriorityMetadataKey. Tokens of the gate and the

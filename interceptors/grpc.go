@@ -108,14 +108,20 @@ func srvRefuseGRPC(ctx context.Context, ss grpc.ServerStream, code codes.Code, m
 // one unit (ratelimit.All: a tier that admits spends nothing when another
 // refuses).
 //
-// A refused RPC fails with RESOURCE_EXHAUSTED, a google.rpc.RetryInfo
-// detail and the grpc-retry-pushback-ms trailer, both carrying the exact
-// retry time rounded up to whole milliseconds (plus any WithRetryJitter,
-// never less). A key extractor's error, or a key the limiter refuses as
-// invalid, fails with INVALID_ARGUMENT. An error of the limiter that comes
-// with a decision (ratelimit.ErrTooManyKeys) is decided as the limiter
-// decided; any other (a failed store) fails with UNAVAILABLE and
-// WithStoreErrorRetry's retry time, or is admitted with WithFailOpen.
+// An RPC refused by a quota fails with RESOURCE_EXHAUSTED, a
+// google.rpc.RetryInfo detail and the grpc-retry-pushback-ms trailer, both
+// carrying the exact retry time rounded up to whole milliseconds (plus any
+// WithRetryJitter, never less). An RPC refused for any other reason is not
+// the client's quota and fails with UNAVAILABLE, with the same retry
+// detail and trailer: when the store failed and its failure policy refused
+// (ratelimit.SourceFailClosed; its retry time), or is admitted with
+// WithFailOpen; when the limiter failed without a decision (an error;
+// WithStoreErrorRetry's retry time), or is admitted with WithFailOpen; and
+// when the store is full of other keys (ratelimit.SourceFull; the
+// limiter's hint), which WithFailOpen does not lift. An RPC whose context
+// ended before the limiter decided fails with its context's status. A key
+// extractor's error, or a key the limiter refuses as invalid, fails with
+// INVALID_ARGUMENT.
 //
 // It returns an error if quotas is empty or holds an invalid entry, if the
 // limiters cannot be tiered, and for options that are invalid or do not
@@ -142,7 +148,7 @@ func RateLimitInterceptors(quotas []GRPCQuota, opts ...ServerOption) (GRPCInterc
 			sc.keys[i] = k
 		}
 		res, err := q.tiers.AllowN(ctx, sc.keys, 1, sc.each)
-		if err != nil && res.Limit <= 0 {
+		if err != nil { // no decision
 			switch {
 			case errors.Is(err, ratelimit.ErrInvalidKey):
 				return adaptive.Token{}, false, status.Error(codes.InvalidArgument, "sluice: malformed rate-limit key")
@@ -155,11 +161,20 @@ func RateLimitInterceptors(quotas []GRPCQuota, opts ...ServerOption) (GRPCInterc
 				"sluice: rate limit unavailable", cfg.srvRetry(cfg.storeErrorRetry))
 		}
 		if !res.Allowed {
-			msg := "sluice: rate limit exceeded"
 			if v := q.violated(sc.each); len(v) > 0 {
-				msg += " (" + strings.Join(v, ", ") + ")"
+				msg := "sluice: rate limit exceeded (" + strings.Join(v, ", ") + ")"
+				return adaptive.Token{}, false, srvRefuseGRPC(ctx, ss, codes.ResourceExhausted, msg, cfg.srvRetry(res.RetryAfter))
 			}
-			return adaptive.Token{}, false, srvRefuseGRPC(ctx, ss, codes.ResourceExhausted, msg, cfg.srvRetry(res.RetryAfter))
+			failed := srvCapacityRefusal(sc.each)
+			switch {
+			case failed && cfg.failOpen:
+				return adaptive.Token{}, false, nil
+			case failed:
+				return adaptive.Token{}, false, srvRefuseGRPC(ctx, ss, codes.Unavailable,
+					"sluice: rate limit unavailable", cfg.srvRetry(res.RetryAfter))
+			}
+			return adaptive.Token{}, false, srvRefuseGRPC(ctx, ss, codes.Unavailable,
+				"sluice: rate limit tracks too many keys", cfg.srvRetry(res.RetryAfter))
 		}
 		return adaptive.Token{}, false, nil
 	}

@@ -560,3 +560,52 @@ func TestDefaultGRPCClassifierCanceledContext(t *testing.T) {
 		t.Errorf("plain error: %v, want success", got)
 	}
 }
+
+// TestGRPCStorePolicies: a failed store's fail-closed decision is
+// UNAVAILABLE with the policy's retry time (never RESOURCE_EXHAUSTED), and
+// WithFailOpen admits it; fail-open and local decisions admit; a full
+// store's refusal is UNAVAILABLE with its hint, also with WithFailOpen.
+func TestGRPCStorePolicies(t *testing.T) {
+	clk := clock.NewManual(srvT0)
+	for _, tc := range []struct {
+		src      ratelimit.Source
+		failOpen bool
+		code     codes.Code
+	}{
+		{ratelimit.SourceFailClosed, false, codes.Unavailable},
+		{ratelimit.SourceFailClosed, true, codes.OK},
+		{ratelimit.SourceFailOpen, false, codes.OK},
+		{ratelimit.SourceFailLocal, false, codes.OK},
+		{ratelimit.SourceFull, false, codes.Unavailable},
+		{ratelimit.SourceFull, true, codes.Unavailable}, // a full store is no failure
+	} {
+		local, _ := ratelimit.NewMemoryStore(100)
+		lim, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 10, Period: time.Second},
+			ratelimit.WithStore(srvPolicyStore{src: tc.src, retry: 250 * time.Millisecond, local: local}), ratelimit.WithClock(clk))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var opts []ServerOption
+		if tc.failOpen {
+			opts = append(opts, WithFailOpen(true))
+		}
+		ics, err := RateLimitInterceptors([]GRPCQuota{{Name: "per-method", Limiter: lim, Key: MethodKey}}, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := srvStartGRPC(t, &srvHealth{}, ics)
+		var trailer metadata.MD
+		_, err = c.Check(srvCtx(t), &grpc_health_v1.HealthCheckRequest{}, grpc.Trailer(&trailer))
+		if got := status.Code(err); got != tc.code {
+			t.Fatalf("%v (fail open %v): %v, want %v", tc.src, tc.failOpen, err, tc.code)
+		}
+		if tc.code == codes.Unavailable {
+			if d := srvRetryInfo(t, err); d != 250*time.Millisecond {
+				t.Errorf("RetryInfo %v, want 250ms", d)
+			}
+			if got := trailer.Get(RetryPushbackTrailer); len(got) != 1 || got[0] != "250" {
+				t.Errorf("trailer %q", got)
+			}
+		}
+	}
+}

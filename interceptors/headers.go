@@ -165,19 +165,25 @@ func srvPolicyField(members []srvPolicyMember) (string, error) {
 	return httpsfv.Marshal(list)
 }
 
-// srvRateLimitField serialises the RateLimit field: for tier i, the named
-// policy with r, the units remaining, and t, the whole seconds (rounded up)
-// after which the client can count on quota again: the retry time if the
-// tier refused, else the time until the key is back to its full quota.
+// srvRateLimitField serialises the RateLimit field: for tier i, if its
+// decision read the key's state (srvKnown), the named policy with r, the
+// units remaining, and t, the whole seconds (rounded up) after which the
+// client can count on quota again: the retry time if the tier refused, else
+// the time until the key is back to its full quota.
 // names[i] is tier i's name already serialised as a structured-field String
 // (by httpsfv, at construction); the integers are appended here so that the
 // field of every response costs one allocation. The result is exactly what
 // httpsfv.Marshal produces for the same List (TestRateLimitFieldMatchesHTTPSFV).
 func srvRateLimitField(buf []byte, names []string, each []ratelimit.Result) []byte {
+	first := true
 	for i, res := range each {
-		if i > 0 {
+		if !srvKnown(res) {
+			continue // no numbers of the key's own to report
+		}
+		if !first {
 			buf = append(buf, ", "...)
 		}
+		first = false
 		buf = append(buf, names[i]...)
 		buf = append(buf, ";r="...)
 		buf = strconv.AppendInt(buf, min(int64(max(res.Remaining, 0)), srvMaxSFInt), 10)

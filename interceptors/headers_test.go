@@ -108,9 +108,9 @@ func srvMarshalRateLimit(t testing.TB, names []string, each []ratelimit.Result) 
 func TestHeadersRateLimitFieldMatchesHTTPSFV(t *testing.T) {
 	names := []string{"default", `quote"and\backslash`, " spaced "}
 	each := []ratelimit.Result{
-		{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: 1500 * time.Millisecond},
-		{Allowed: false, Limit: 5, Remaining: 0, RetryAfter: 30 * time.Second, ResetAfter: time.Hour},
-		{Allowed: true, Limit: 1, Remaining: 0},
+		{Allowed: true, Source: ratelimit.SourceLimit, Limit: 10, Remaining: 9, ResetAfter: 1500 * time.Millisecond},
+		{Allowed: false, Source: ratelimit.SourceLimit, Limit: 5, Remaining: 0, RetryAfter: 30 * time.Second, ResetAfter: time.Hour},
+		{Allowed: true, Source: ratelimit.SourceFailLocal, Limit: 1, Remaining: 0},
 	}
 	sf := make([]string, len(names))
 	for i, n := range names {
@@ -126,6 +126,15 @@ func TestHeadersRateLimitFieldMatchesHTTPSFV(t *testing.T) {
 	}
 	if want := `"default";r=9;t=2, "quote\"and\\backslash";r=0;t=30, " spaced ";r=0;t=0`; got != want {
 		t.Errorf("RateLimit %q, want %q", got, want)
+	}
+	// A quota decided without the key's state has no member: its numbers
+	// would be invented.
+	for _, src := range []ratelimit.Source{ratelimit.SourceFailOpen, ratelimit.SourceFailClosed, ratelimit.SourceFull} {
+		each[1].Source = src
+		got := string(srvRateLimitField(nil, sf, each))
+		if want := `"default";r=9;t=2, " spaced ";r=0;t=0`; got != want {
+			t.Errorf("%v: RateLimit %q, want %q", src, got, want)
+		}
 	}
 }
 
@@ -145,7 +154,7 @@ func FuzzHeadersRateLimitField(f *testing.F) {
 		if err != nil {
 			t.Fatalf("valid name %q does not serialise: %v", name, err)
 		}
-		res := ratelimit.Result{Allowed: allowed, Limit: 1, Remaining: int(remaining)}
+		res := ratelimit.Result{Allowed: allowed, Source: ratelimit.SourceLimit, Limit: 1, Remaining: int(remaining)}
 		if allowed {
 			res.ResetAfter = time.Duration(d)
 		} else {

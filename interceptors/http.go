@@ -33,21 +33,31 @@ type HTTPQuota struct {
 // Every response of the route carries RateLimit-Policy, one member per
 // quota, "name";q=QUOTA;w=WINDOW, with q the limit's Burst (Rate for the
 // window algorithms) and w the whole seconds, rounded up, in which it grants
-// q again; and, once the request has been decided, RateLimit,
+// q again; and, once the request has been decided, RateLimit, one member
+// per quota whose decision read the key's state (ratelimit.SourceLimit, or
+// SourceFailLocal: the local fallback's numbers while the store is down),
 // "name";r=REMAINING;t=SECONDS, where t is the retry time of a refusing
 // tier, or else the time until the key is back to its full quota, in whole
-// seconds rounded up.
+// seconds rounded up. A quota decided without the key's state (a fail-open
+// or fail-closed policy of a failed store, a full store) has no member, and
+// the field is omitted when no quota has one: its numbers are never
+// invented.
 //
-// A refused request gets 429 with Retry-After (the exact retry time rounded
-// up to whole seconds, plus any WithRetryJitter, never less) and an
-// application/problem+json body of type ProblemQuotaExceeded naming the
-// violated policies. A key extractor's error, or a key the limiter refuses
-// as invalid, gets 400 with a problem body. An error of the limiter that
-// comes with a decision (ratelimit.ErrTooManyKeys) is decided as the limiter
-// decided; any other (a failed store) gets 503 of type
-// ProblemReducedCapacity with WithStoreErrorRetry's retry time, or is
-// admitted with WithFailOpen. The wrapped handler runs only for admitted
-// requests. Applying the middleware to a nil handler panics.
+// A request refused by a quota gets 429 with Retry-After (the exact retry
+// time rounded up to whole seconds, plus any WithRetryJitter, never less)
+// and an application/problem+json body of type ProblemQuotaExceeded naming
+// the violated policies. A request refused for any other reason is not the
+// client's quota and gets 503 of type ProblemReducedCapacity with
+// Retry-After: when the store failed and its failure policy refused
+// (ratelimit.SourceFailClosed; its retry time, the breaker's cool-down on
+// Redis), or is admitted with WithFailOpen; when the limiter failed without
+// a decision (an error; WithStoreErrorRetry's retry time), or is admitted
+// with WithFailOpen; and when the store is full of other keys
+// (ratelimit.SourceFull; the limiter's hint), which WithFailOpen does not
+// lift, as a full store is the defence against key sprays, not a failure. A
+// key extractor's error, or a key the limiter refuses as invalid, gets 400
+// with a problem body. The wrapped handler runs only for admitted requests.
+// Applying the middleware to a nil handler panics.
 //
 // It returns an error if quotas is empty or holds an invalid entry (bad or
 // duplicate name, nil limiter or key), if the limiters cannot be tiered, and
@@ -79,7 +89,7 @@ func RateLimitMiddleware(quotas []HTTPQuota, opts ...ServerOption) (func(http.Ha
 				sc.keys[i] = k
 			}
 			res, err := q.tiers.AllowN(r.Context(), sc.keys, 1, sc.each)
-			if err != nil && res.Limit <= 0 { // an error without a decision
+			if err != nil { // no decision
 				q.put(sc)
 				switch {
 				case errors.Is(err, ratelimit.ErrInvalidKey):
@@ -91,14 +101,24 @@ func RateLimitMiddleware(quotas []HTTPQuota, opts ...ServerOption) (func(http.Ha
 				}
 				return
 			}
-			if srvFilled(sc.each) {
+			if srvAnyKnown(sc.each) {
 				sc.buf = srvRateLimitField(sc.buf, q.sfName, sc.each)
 				h[srvCanonRateLimit] = []string{string(sc.buf)}
 			}
 			if !res.Allowed {
 				violated := q.violated(sc.each)
+				failed := srvCapacityRefusal(sc.each)
 				q.put(sc)
-				srvWriteProblem(w, srvQuotaProblem(violated), cfg.srvRetry(res.RetryAfter))
+				switch {
+				case len(violated) > 0:
+					srvWriteProblem(w, srvQuotaProblem(violated), cfg.srvRetry(res.RetryAfter))
+				case failed && cfg.failOpen:
+					next.ServeHTTP(w, r)
+				case failed:
+					srvWriteProblem(w, srvCapacityProblem("The rate limit could not be checked; retry after the time given."), cfg.srvRetry(res.RetryAfter))
+				default:
+					srvWriteProblem(w, srvCapacityProblem("The server tracks too many clients to take a new one now; retry after the time given."), cfg.srvRetry(res.RetryAfter))
+				}
 				return
 			}
 			q.put(sc)

@@ -3,6 +3,7 @@ package interceptors
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -322,7 +323,10 @@ func TestHTTPStoreErrors(t *testing.T) {
 	}
 }
 
-func TestHTTPTooManyKeysHonoursDecision(t *testing.T) {
+// A store full of other keys refuses a new one: not the new key's quota, so
+// 503 with the limiter's retry hint and no invented RateLimit numbers, and
+// WithFailOpen does not lift it (it is the defence against key sprays).
+func TestHTTPTooManyKeysIsReducedCapacity(t *testing.T) {
 	clk := clock.NewManual(srvT0)
 	lim, err := ratelimit.New(ratelimit.TokenBucket, ratelimit.Limit{Rate: 1, Period: time.Hour, Burst: 5},
 		ratelimit.WithClock(clk), ratelimit.WithMaxKeys(1))
@@ -333,7 +337,7 @@ func TestHTTPTooManyKeysHonoursDecision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mw, err := RateLimitMiddleware([]HTTPQuota{{Name: "t", Limiter: lim, Key: h}})
+	mw, err := RateLimitMiddleware([]HTTPQuota{{Name: "t", Limiter: lim, Key: h}}, WithFailOpen(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,11 +345,14 @@ func TestHTTPTooManyKeysHonoursDecision(t *testing.T) {
 	if resp, _ := srvGet(t, srv.URL, "X-Tenant", "a"); resp.StatusCode != 200 {
 		t.Fatalf("a: %d", resp.StatusCode)
 	}
-	// The store is full of a key that is still limited: b is refused, as
-	// the limiter decided, not failed as if the store were down.
+	// The store is full of a key that is still limited: b is refused with
+	// the limiter's hint (one unit of a 1/hour limit: 3600 s).
 	resp, body := srvGet(t, srv.URL, "X-Tenant", "b")
-	if resp.StatusCode != 429 || resp.Header.Get(RetryAfterHeader) == "" {
-		t.Fatalf("b: %d %s", resp.StatusCode, body)
+	if resp.StatusCode != 503 || resp.Header.Get(RetryAfterHeader) != "3600" || resp.Header.Get(RateLimitHeader) != "" {
+		t.Fatalf("b: %d Retry-After %q RateLimit %q %s", resp.StatusCode, resp.Header.Get(RetryAfterHeader), resp.Header.Get(RateLimitHeader), body)
+	}
+	if p := srvProblem(t, resp, body); p.Type != ProblemReducedCapacity || len(p.ViolatedPolicies) != 0 {
+		t.Errorf("problem %+v", p)
 	}
 }
 
@@ -609,5 +616,107 @@ func TestHTTPRateLimitAllocs(t *testing.T) {
 		if allocs > 6 {
 			t.Errorf("%s: %.1f allocs per request, want at most 6", name, allocs)
 		}
+	}
+}
+
+// srvPolicyStore decides every request as a failed store's failure policy
+// does (redisstore with Redis down), with retry the fail-closed hint.
+type srvPolicyStore struct {
+	src   ratelimit.Source
+	retry time.Duration
+	local *ratelimit.MemoryStore // for SourceFailLocal
+}
+
+func (s srvPolicyStore) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Request) error {
+	if s.src == ratelimit.SourceFailLocal {
+		if err := s.local.Apply(ctx, now, reqs); err != nil {
+			return err
+		}
+	}
+	for i := range reqs {
+		r := &reqs[i]
+		switch s.src {
+		case ratelimit.SourceFailLocal:
+		case ratelimit.SourceFailOpen:
+			r.Result = ratelimit.Result{Allowed: true, Limit: r.Policy.Limit().Burst}
+		default:
+			r.Result = ratelimit.Result{Limit: r.Policy.Limit().Burst, RetryAfter: s.retry}
+		}
+		r.Result.Source = s.src
+	}
+	return nil
+}
+
+// TestHTTPStorePolicies: a failed store's decisions on the wire. Fail
+// closed is 503 with the policy's retry time and the reduced-capacity
+// problem, never a quota refusal, and WithFailOpen admits it; fail open is
+// admitted without a RateLimit field (no invented r=0;t=0); fail local is
+// decided by the local copy of the limit, whose numbers the field reports.
+func TestHTTPStorePolicies(t *testing.T) {
+	clk := clock.NewManual(srvT0)
+	key := func(*http.Request) (string, error) { return "k", nil }
+	for _, tc := range []struct {
+		src      ratelimit.Source
+		failOpen bool
+		status   int
+		retry    string
+		rl       string
+	}{
+		{ratelimit.SourceFailClosed, false, 503, "2", ""},
+		{ratelimit.SourceFailClosed, true, 200, "", ""},
+		{ratelimit.SourceFailOpen, false, 200, "", ""},
+		{ratelimit.SourceFailLocal, false, 200, "", `"per-ip";r=1;t=1, "per-tenant";r=99;t=1`},
+	} {
+		t.Run(fmt.Sprintf("%v/failopen=%v", tc.src, tc.failOpen), func(t *testing.T) {
+			local, _ := ratelimit.NewMemoryStore(100)
+			st := srvPolicyStore{src: tc.src, retry: 1500 * time.Millisecond, local: local}
+			perIP, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 2, Period: time.Second}, ratelimit.WithStore(st), ratelimit.WithClock(clk))
+			if err != nil {
+				t.Fatal(err)
+			}
+			perTenant, err := ratelimit.New(ratelimit.TokenBucket, ratelimit.Limit{Rate: 100, Period: time.Minute}, ratelimit.WithStore(st), ratelimit.WithClock(clk))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var opts []ServerOption
+			if tc.failOpen {
+				opts = append(opts, WithFailOpen(true))
+			}
+			mw, err := RateLimitMiddleware([]HTTPQuota{{Name: "per-ip", Limiter: perIP, Key: key}, {Name: "per-tenant", Limiter: perTenant, Key: key}}, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, body := srvGet(t, srvServe(t, mw(srvOK)).URL)
+			if resp.StatusCode != tc.status || resp.Header.Get(RetryAfterHeader) != tc.retry || resp.Header.Get(RateLimitHeader) != tc.rl {
+				t.Fatalf("%d Retry-After %q RateLimit %q (%s), want %d %q %q", resp.StatusCode, resp.Header.Get(RetryAfterHeader),
+					resp.Header.Get(RateLimitHeader), body, tc.status, tc.retry, tc.rl)
+			}
+			if resp.Header.Get(RateLimitPolicyHeader) == "" {
+				t.Error("no RateLimit-Policy")
+			}
+			if tc.status == 503 {
+				if p := srvProblem(t, resp, body); p.Type != ProblemReducedCapacity || len(p.ViolatedPolicies) != 0 || p.RetryAfter != 2 {
+					t.Errorf("problem %+v", p)
+				}
+			}
+		})
+	}
+	// A local fallback that refuses is the limit's own refusal, per process:
+	// 429 naming the policy.
+	local, _ := ratelimit.NewMemoryStore(100)
+	lim, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 1, Period: time.Second},
+		ratelimit.WithStore(srvPolicyStore{src: ratelimit.SourceFailLocal, local: local}), ratelimit.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := RateLimitMiddleware([]HTTPQuota{{Name: "per-ip", Limiter: lim, Key: key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := srvServe(t, mw(srvOK))
+	srvGet(t, srv.URL)
+	resp, body := srvGet(t, srv.URL)
+	if resp.StatusCode != 429 || resp.Header.Get(RateLimitHeader) != `"per-ip";r=0;t=1` {
+		t.Fatalf("local refusal: %d RateLimit %q %s", resp.StatusCode, resp.Header.Get(RateLimitHeader), body)
 	}
 }

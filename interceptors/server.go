@@ -103,24 +103,48 @@ func (q *srvQuotas) put(s *srvScratch) {
 	q.pool.Put(s)
 }
 
-// filled reports whether every tier's result was filled in (an error that
-// came with a decision may leave them empty).
-func srvFilled(each []ratelimit.Result) bool {
-	for _, r := range each {
-		if r.Limit <= 0 {
-			return false
-		}
-	}
-	return true
+// srvKnown reports whether a tier's decision carries the key's real
+// numbers (remaining units, reset time), to be sent in the RateLimit
+// field: the limit's own decision, or a local fallback's while the store is
+// down. A full store's refusal and a fail-open or fail-closed policy's
+// decision read no state of the key: their numbers would be invented.
+func srvKnown(r ratelimit.Result) bool {
+	return r.Source == ratelimit.SourceLimit || r.Source == ratelimit.SourceFailLocal
 }
 
-// violated returns the names of the tiers that refused.
+// srvAnyKnown reports whether any tier's decision has numbers to send.
+func srvAnyKnown(each []ratelimit.Result) bool {
+	for _, r := range each {
+		if srvKnown(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// violated returns the names of the tiers whose quota refused the request
+// (by the limit, or by a local fallback's copy of it). A refusal that is not
+// the key's quota — a full store, a failed store's fail-closed policy — is
+// not a violation: the middleware answers it as reduced capacity.
 func (q *srvQuotas) violated(each []ratelimit.Result) []string {
 	var v []string
 	for i, r := range each {
-		if !r.Allowed && r.Limit > 0 {
+		if !r.Allowed && srvKnown(r) {
 			v = append(v, q.names[i])
 		}
 	}
 	return v
+}
+
+// srvCapacityRefusal says why a refused request violated no quota: every
+// enforcing tier that refused did so for a failed store's fail-closed
+// policy (failed: WithFailOpen may admit it), or some tier's store is full.
+func srvCapacityRefusal(each []ratelimit.Result) (failed bool) {
+	failed = true
+	for _, r := range each {
+		if !r.Allowed && r.Source == ratelimit.SourceFull {
+			failed = false
+		}
+	}
+	return failed
 }

@@ -152,9 +152,11 @@ func WithJitterSource(f func() float64) ServerOption {
 }
 
 // WithStoreErrorRetry sets the retry time sent when a rate limit fails
-// without a decision (its store is down, say) and the request is refused
-// with 503 or UNAVAILABLE (default DefaultStoreErrorRetry; positive).
-// Rate-limit constructors only.
+// without a decision (the limiter returned an error: a store with no
+// failure policy is down, say) and the request is refused with 503 or
+// UNAVAILABLE (default DefaultStoreErrorRetry; positive). A store's
+// fail-closed policy sends its own retry time. Rate-limit constructors
+// only.
 func WithStoreErrorRetry(d time.Duration) ServerOption {
 	return ServerOption{"WithStoreErrorRetry", srvAnyTransport | srvRate, func(c *srvConfig) error {
 		if d <= 0 {
@@ -165,12 +167,13 @@ func WithStoreErrorRetry(d time.Duration) ServerOption {
 	}}
 }
 
-// WithFailOpen(true) admits a request when the rate limit fails without a
-// decision (its store is down), instead of refusing it with 503 or
-// UNAVAILABLE; such a response carries RateLimit-Policy but no RateLimit
-// field. An error that comes
-// with a decision (ratelimit.ErrTooManyKeys) is still decided as the limiter
-// decided. Default false (fail closed). Rate-limit constructors only.
+// WithFailOpen(true) admits a request the rate limit could not check
+// because its store failed — the limiter returned no decision, or the
+// store's own failure policy refused (ratelimit.SourceFailClosed) —
+// instead of refusing it with 503 or UNAVAILABLE; such a response carries
+// RateLimit-Policy and no RateLimit member for the failed quotas. A quota's
+// refusal, and a full store's (ratelimit.SourceFull), still refuse.
+// Default false (fail closed). Rate-limit constructors only.
 func WithFailOpen(on bool) ServerOption {
 	return ServerOption{"WithFailOpen", srvAnyTransport | srvRate, func(c *srvConfig) error {
 		c.failOpen = on

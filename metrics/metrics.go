@@ -111,7 +111,7 @@ type RateDecision struct {
 	// admitted (0 when admitted).
 	RetryAfter time.Duration
 	// Degraded reports that the store could not decide (a Redis down or
-	// slow) and the decision is its failure policy's (ratelimit.ErrDegraded).
+	// slow) and the decision is its failure policy's (ratelimit.Result.Degraded).
 	Degraded bool
 }
 

@@ -27,11 +27,17 @@ type outcome struct {
 	remaining  int64
 	retryAfter int64 // ns; 0 when allowed
 	resetAfter int64 // ns until the key's state is a fresh key's
+	full       bool  // refused because the store could not hold the key
 }
 
 func (o outcome) result(limit int64) Result {
+	src := SourceLimit
+	if o.full {
+		src = SourceFull
+	}
 	return Result{
 		Allowed:    o.allowed,
+		Source:     src,
 		Limit:      int(limit),
 		Remaining:  int(o.remaining),
 		RetryAfter: time.Duration(o.retryAfter),

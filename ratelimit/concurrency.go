@@ -24,7 +24,7 @@ import (
 // holds no lease (all released or expired) is dropped by the sweeps that
 // every new key makes (two keys of its shard), and at the key cap
 // (WithMaxKeys) by a bounded reclaim over a few shards; if nothing can be
-// dropped, a new key is refused with ErrTooManyKeys. Acquiring and releasing
+// dropped, a new key is refused (Result.Source SourceFull). Acquiring and releasing
 // on a key that is kept allocates nothing. A Concurrency is safe for
 // concurrent use.
 type Concurrency struct {
@@ -106,9 +106,10 @@ func NewConcurrency(max int, opts ...Option) (*Concurrency, error) {
 // returns the Lease to release when the request is done. It never waits.
 // The Result says whether it was granted; when refused, RetryAfter is when
 // the oldest lease expires (a release may free a slot sooner) and
-// ResetAfter is when the last one does. The errors are those of
-// Limiter.AllowN: ErrInvalidKey, and ErrTooManyKeys (with a refusing Result)
-// when a new key cannot be held. ctx is not used.
+// ResetAfter is when the last one does. As for Limiter.AllowN, a key that
+// cannot be held (WithMaxKeys) is refused with Source SourceFull and a nil
+// error, and the only error is ErrInvalidKey, which comes with no decision.
+// ctx is not used.
 func (c *Concurrency) Acquire(ctx context.Context, key string) (Lease, Result, error) {
 	if len(key) == 0 || len(key) > c.maxKeyLen {
 		return Lease{}, Result{}, keyError(key, c.maxKeyLen)
@@ -126,16 +127,15 @@ func (c *Concurrency) Acquire(ctx context.Context, key string) (Lease, Result, e
 	if ls != nil {
 		n = len(ls.held)
 	}
-	res := Result{Limit: c.max}
+	res := Result{Source: SourceLimit, Limit: c.max}
 	var lease Lease
-	var err error
 	switch {
 	case n >= c.max:
 		res.Remaining = 0
 		res.RetryAfter = time.Duration(ls.held[0].exp - now)
 		res.ResetAfter = time.Duration(ls.held[n-1].exp - now)
 	case ls == nil && !c.addKey(sh, now):
-		err = ErrTooManyKeys
+		res.Source = SourceFull
 		res.RetryAfter = time.Duration(c.lease)
 	default:
 		if ls == nil {
@@ -156,9 +156,9 @@ func (c *Concurrency) Acquire(ctx context.Context, key string) (Lease, Result, e
 		res.Allowed, res.Shadowed = true, true
 	}
 	if c.obs != nil {
-		observe(c.obs, c.name, 1, res, false)
+		observe(c.obs, c.name, 1, res)
 	}
-	return lease, res, err
+	return lease, res, nil
 }
 
 // addKey counts a new key against the cap. At the cap it first drops keys

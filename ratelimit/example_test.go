@@ -178,12 +178,12 @@ func ExampleWithMaxKeys() {
 	ctx := context.Background()
 	for _, ip := range []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"} {
 		res, err := lim.Allow(ctx, ip)
-		fmt.Println(ip, res.Allowed, err)
+		fmt.Println(ip, res.Allowed, res.Source, err)
 	}
 	// Output:
-	// 10.0.0.1 true <nil>
-	// 10.0.0.2 true <nil>
-	// 10.0.0.3 false sluice/ratelimit: too many keys
+	// 10.0.0.1 true limit <nil>
+	// 10.0.0.2 true limit <nil>
+	// 10.0.0.3 false full <nil>
 }
 
 // Policy.Decide is the whole arithmetic, as a pure function over a key's

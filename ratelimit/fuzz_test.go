@@ -49,13 +49,15 @@ func FuzzNew(f *testing.F) {
 					t.Fatalf("key of %d bytes, max %d: %v", len(key), maxKeyLen, err)
 				}
 				continue
-			case errors.Is(err, ErrTooManyKeys):
-				if res.Allowed {
-					t.Fatal("admitted with ErrTooManyKeys")
-				}
-				continue
 			case err != nil:
 				t.Fatal(err)
+			case !res.Decided():
+				t.Fatalf("no decision and no error: %+v", res)
+			case res.Source == SourceFull:
+				if res.Allowed || res.RetryAfter <= 0 {
+					t.Fatalf("a full store's decision: %+v", res)
+				}
+				continue
 			}
 			if res.Limit != b || res.Remaining < 0 || res.Remaining > b || res.ResetAfter < 0 {
 				t.Fatalf("%v, n=%d: %+v", l.Policy(), n, res)
@@ -72,11 +74,14 @@ func FuzzNew(f *testing.F) {
 		}
 		if Algorithm(alg).reserves() && n >= 1 && n <= b {
 			r, err := l.Reserve(ctx, "k", n)
-			if errors.Is(err, ErrTooManyKeys) {
-				return
-			}
 			if err != nil {
 				t.Fatal(err)
+			}
+			if r.Source() == SourceFull {
+				if r.OK() {
+					t.Fatal("a full store granted a reservation")
+				}
+				return
 			}
 			if r.OK() && r.Delay() < 0 {
 				t.Fatal("negative delay")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,7 +20,12 @@ import (
 // headers are built from it). Example, for a token bucket of Burst 10 refilled
 // at 1 per second that holds 2 tokens and is asked for 3: Allowed false,
 // Limit 10, Remaining 2, RetryAfter 1s (the third token), ResetAfter 8s
-// (until the bucket is full).
+// (until the bucket is full), Source SourceLimit.
+//
+// The zero Result holds no decision: it is what comes with an error.
+// Decided tells the two apart, and Source says who decided: the limit
+// itself, or, when the store could not apply the limit, the store's
+// refusal of a key it cannot hold or a failed store's failure policy.
 type Result struct {
 	// Allowed: the request was admitted and its cost counted. In shadow
 	// mode it is always true.
@@ -27,36 +33,109 @@ type Result struct {
 	// Shadowed: the limit would have refused the request, but it is in
 	// shadow mode (WithShadow), so it was admitted, and not counted.
 	Shadowed bool
+	// Source says what made the decision (see Source). SourceNone marks a
+	// Result that holds no decision.
+	Source Source
 	// Limit is the most units the key can be granted at once: Burst (Rate
 	// for the window algorithms).
 	Limit int
 	// Remaining is how many more units the key would be granted right now,
-	// after this decision.
+	// after this decision. It is 0, meaning unknown, when Source is
+	// SourceFull, SourceFailClosed or SourceFailOpen: no state of the key
+	// was read.
 	Remaining int
 	// RetryAfter is 0 when the request was admitted. When it was refused, it
 	// is exactly how long until the same request would be admitted, if the
-	// key sees no other traffic meanwhile.
+	// key sees no other traffic meanwhile; for SourceFull and
+	// SourceFailClosed it is a hint instead (see Source).
 	RetryAfter time.Duration
 	// ResetAfter is how long until the key is back to a fresh key's state
-	// (a full bucket, empty windows), if it sees no other traffic.
+	// (a full bucket, empty windows), if it sees no other traffic; 0 when
+	// unknown.
 	ResetAfter time.Duration
 }
 
-// The errors of the package. Refusals are not errors (see Result); these
-// are for input that can never be decided and for stores that cannot
-// decide.
+// Decided reports whether r holds a decision (Source is not SourceNone).
+// Every Result returned with a nil error does; the zero Result returned with
+// an error does not.
+func (r Result) Decided() bool { return r.Source != SourceNone }
+
+// Degraded reports whether a failed store's failure policy made the
+// decision instead of the limit: Source is SourceFailClosed, SourceFailOpen
+// or SourceFailLocal. Such a decision comes with a nil error; the store's
+// own error reporting (for Redis, redisstore.Store.LastError and
+// redisstore.WithErrorHandler) says what failed.
+func (r Result) Degraded() bool {
+	return r.Source == SourceFailClosed || r.Source == SourceFailOpen || r.Source == SourceFailLocal
+}
+
+// Source says what made a decision.
+type Source uint8
+
+// The sources of a decision.
+const (
+	// SourceNone: no decision. Only the zero Result, which comes with an
+	// error, has it.
+	SourceNone Source = iota
+	// SourceLimit: the limit decided, on the key's state in the store. The
+	// usual case.
+	SourceLimit
+	// SourceFull: the store holds its maximum of keys and could not make
+	// room for this one (see WithMaxKeys), so the request was refused
+	// without reading or counting anything for the key: a defence against
+	// key sprays, not the key's own quota. RetryAfter is a hint: the time
+	// the limit takes to grant the request's cost.
+	SourceFull
+	// SourceFailClosed: the store failed (a Redis down, slow or behind an
+	// open circuit breaker) and its failure policy refused the request.
+	// RetryAfter is the policy's hint (for Redis, the breaker's cool-down).
+	SourceFailClosed
+	// SourceFailOpen: the store failed and its failure policy admitted the
+	// request, uncounted. Remaining and the times are unknown (0).
+	SourceFailOpen
+	// SourceFailLocal: the store failed and its failure policy decided with
+	// a local fallback store (the limit then holds per process). The
+	// numbers are the fallback's, as exact as the limit's.
+	SourceFailLocal
+)
+
+// String returns the source's name: "none", "limit", "full",
+// "fail_closed", "fail_open" or "fail_local".
+func (s Source) String() string {
+	switch s {
+	case SourceNone:
+		return "none"
+	case SourceLimit:
+		return "limit"
+	case SourceFull:
+		return "full"
+	case SourceFailClosed:
+		return "fail_closed"
+	case SourceFailOpen:
+		return "fail_open"
+	case SourceFailLocal:
+		return "fail_local"
+	}
+	return "Source(" + strconv.Itoa(int(s)) + ")"
+}
+
+// The errors of the package. A non-nil error means there is no decision:
+// the input can never be decided, the caller's context ended, or the store
+// failed with no failure policy to decide for it. A refusal is not an error
+// (see Result), and neither is a decision a store made by its failure
+// policy or at its key cap: those come with a nil error and a Result whose
+// Source says so. Wait, which has no Result, reports its refusals as errors
+// (ErrWouldExceedDeadline, ErrTooManyKeys, ErrDegraded).
 var (
 	// ErrInvalidKey: the key is empty or longer than WithMaxKeyLen.
 	ErrInvalidKey = errors.New("sluice/ratelimit: invalid key")
 	// ErrInvalidCost: the cost n is below 1, or above the limit's Burst, so
 	// that the request could never be admitted.
 	ErrInvalidCost = errors.New("sluice/ratelimit: invalid cost")
-	// ErrTooManyKeys: the store holds its maximum of keys and none could be
-	// dropped to make room for a new one (see WithMaxKeys). It comes with a
-	// refusing Result: the request was not admitted, so a limit is never
-	// silently lifted; its RetryAfter is a hint, the time the limit takes to
-	// grant n units. Callers that prefer to fail open can admit on
-	// errors.Is(err, ErrTooManyKeys).
+	// ErrTooManyKeys: Wait could not reserve because the store holds its
+	// maximum of keys and could not make room for the key (see
+	// WithMaxKeys). Allow, AllowN, Tiers and Reserve report that case as a
+	// refusal with Source SourceFull instead.
 	ErrTooManyKeys = errors.New("sluice/ratelimit: too many keys")
 	// ErrNoReserve: Reserve and Wait need TokenBucket or GCRA, which can
 	// lend against the future; the window algorithms cannot.
@@ -64,20 +143,13 @@ var (
 	// ErrWouldExceedDeadline: Wait would have to wait past its context's
 	// deadline. It wraps context.DeadlineExceeded.
 	ErrWouldExceedDeadline = fmt.Errorf("sluice/ratelimit: wait would exceed the context deadline: %w", context.DeadlineExceeded)
-	// ErrDegraded: the store could not reach its backend (a Redis down, a
-	// timeout, an open circuit breaker) and decided by its failure policy
-	// instead — fail open, fail closed, or a local in-memory fallback. The
-	// error wraps the cause and comes with that decision: the Result (and a
-	// Reservation) is meaningful, and the caller may act on it, log the
-	// error, or both.
+	// ErrDegraded marks a store failure that a failure policy decided. It
+	// is never returned with a decision: AllowN and Tiers return such a
+	// decision with a nil error and Result.Degraded(). Stores wrap it
+	// around the cause where they report failures (redisstore.Store's
+	// LastError), and Wait returns it when a failure policy refused.
 	ErrDegraded = errors.New("sluice/ratelimit: store degraded, decided by its failure policy")
 )
-
-// decided reports whether err from a Store still comes with decisions: a
-// full store refuses, a degraded one decides by its failure policy.
-func decided(err error) bool {
-	return err == nil || errors.Is(err, ErrTooManyKeys) || errors.Is(err, ErrDegraded)
-}
 
 func costError(n int, burst int64) error {
 	if n < 1 {
@@ -195,55 +267,73 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 }
 
 // AllowN decides whether key may spend n units now, and if so counts them.
-// It never waits. It returns an error for an empty or too long key
-// (ErrInvalidKey), for n < 1 or n > Burst (ErrInvalidCost: such a request
-// could never be admitted), when the store is full (ErrTooManyKeys, with a
-// refusing Result), when the store failed but decided by its failure policy
-// (ErrDegraded, with that decision) and when the store fails. ctx is passed to the store; the
-// in-memory store never blocks and ignores it.
+// It never waits.
+//
+// A nil error comes with a decision: the limit's (Source SourceLimit), a
+// refusal because the store cannot hold another key (SourceFull), or the
+// decision of a failed store's failure policy (Result.Degraded). A non-nil
+// error comes with the zero Result and means there is no decision: an
+// empty or too long key (ErrInvalidKey), n < 1 or n > Burst (ErrInvalidCost:
+// such a request could never be admitted), ctx ending before the store
+// answered, or a store that failed without a failure policy to decide. So
+//
+//	res, err := lim.AllowN(ctx, key, n)
+//	if err != nil || !res.Allowed { refuse }
+//
+// refuses exactly what the limit and the store's policies refuse, and
+// never defeats a store configured to fail open. ctx is passed to the
+// store; the in-memory store never blocks and ignores it.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error) {
 	if err := l.check(key, n); err != nil {
 		return Result{}, err
 	}
 	now := l.now()
 	var o outcome
-	var err error
 	switch {
 	case l.tab != nil:
-		o, err = l.tab.take(key, now, int64(n))
+		o = l.tab.take(key, now, int64(n))
 		if !l.shadow && l.obs == nil { // the hot path: nothing for finish to do
-			return o.result(l.pol.burst), err
+			return o.result(l.pol.burst), nil
 		}
 	case l.logs != nil:
-		o, err = l.logs.take(key, now, int64(n))
+		o = l.logs.take(key, now, int64(n))
 	default:
 		// The request goes through the Store interface, so it would escape
 		// to the heap: take it from a pool instead (a Store keeps no
 		// request after Apply returns).
 		req := requestPool.Get().(*[1]Request)
 		req[0] = Request{Key: key, Policy: &l.pol, N: n}
-		err = l.store.Apply(ctx, l.timeOf(now), req[:])
+		err := l.store.Apply(ctx, l.timeOf(now), req[:])
 		res := req[0].Result
 		req[0] = Request{}
 		requestPool.Put(req)
-		if !decided(err) {
+		if err != nil {
 			return Result{}, err
 		}
-		return l.finish(res, n, err), err
+		return l.finish(storeResult(res), n), nil
 	}
-	return l.finish(o.result(l.pol.burst), n, err), err
+	return l.finish(o.result(l.pol.burst), n), nil
+}
+
+// storeResult is a Store's decision as the Limiter reports it: a store that
+// leaves Source unset decided by the limit.
+func storeResult(res Result) Result {
+	if res.Source == SourceNone {
+		res.Source = SourceLimit
+	}
+	return res
 }
 
 // requestPool holds the one-request batches AllowN gives a Store.
 var requestPool = sync.Pool{New: func() any { return new([1]Request) }}
 
 // finish applies shadow mode to a decision and reports it.
-func (l *Limiter) finish(res Result, n int, err error) Result {
+func (l *Limiter) finish(res Result, n int) Result {
 	if l.shadow && !res.Allowed {
 		res.Allowed, res.Shadowed = true, true
 	}
 	if l.obs != nil {
-		observe(l.obs, l.name, n, res, err != nil && errors.Is(err, ErrDegraded))
+		observe(l.obs, l.name, n, res)
 	}
 	return res
 }
@@ -271,13 +361,22 @@ type reservation struct {
 	key   string
 	n     int
 	ok    bool
+	src   Source
 	ready int64 // limiter time at which the holder may act
 	mark  State
 }
 
 // OK reports whether the tokens were granted. A reservation is refused when
-// the caller would have had to wait past its context's deadline.
+// the caller would have had to wait past its context's deadline, and, as
+// Source then says, when the store cannot hold the key (SourceFull) or a
+// failed store's policy refused (SourceFailClosed).
 func (r *Reservation) OK() bool { return r.r.ok }
+
+// Source says what decided the reservation, as Result.Source does for
+// AllowN: SourceLimit, SourceFull, or a failed store's failure policy (a
+// reservation granted by SourceFailOpen waits for nothing; one granted by
+// SourceFailLocal holds in this process only).
+func (r *Reservation) Source() Source { return r.r.src }
 
 // Delay is shorthand for DelayFrom(now on the limiter's clock).
 func (r *Reservation) Delay() time.Duration {
@@ -314,7 +413,9 @@ func (r *Reservation) CancelAt(t time.Time) error {
 // Reservation saying how long the caller must wait before acting. It never
 // waits itself. If ctx has a deadline and the wait would pass it, nothing is
 // taken and the Reservation is not OK. Reserve needs TokenBucket or GCRA
-// (else ErrNoReserve) and returns the errors of AllowN for bad input.
+// (else ErrNoReserve) and, like AllowN, returns an error only when there
+// is no decision; a store that cannot hold the key, or a failed store's
+// policy, decides the Reservation (see Reservation.Source).
 //
 // Reservations may put a bucket into debt; while it is, Allow refuses and
 // later reservations queue behind. Shadow mode does not apply: a reservation
@@ -339,13 +440,13 @@ func (l *Limiter) reserve(ctx context.Context, key string, n int) (reservation, 
 	if dl, ok := ctx.Deadline(); ok {
 		maxWait = max(0, l.nsOf(dl)-now)
 	}
-	r := reservation{lim: l, key: key, n: n}
+	r := reservation{lim: l, key: key, n: n, src: SourceLimit}
 	var delay int64
 	if l.tab != nil {
-		var err error
-		r.ok, delay, r.mark, err = l.tab.reserve(key, now, int64(n), maxWait)
-		if err != nil {
-			return reservation{}, err
+		var full bool
+		r.ok, delay, r.mark, full = l.tab.reserve(key, now, int64(n), maxWait)
+		if full {
+			r.src, delay = SourceFull, l.pol.full(int64(n)).retryAfter
 		}
 	} else {
 		wait := time.Duration(maxWait)
@@ -356,14 +457,11 @@ func (l *Limiter) reserve(ctx context.Context, key string, n int) (reservation, 
 			wait = -1 // and a negative one, no wait at all
 		}
 		req := [1]Request{{Key: key, Policy: &l.pol, Op: OpReserve, N: n, MaxWait: wait}}
-		err := l.store.Apply(ctx, l.timeOf(now), req[:])
-		if !decided(err) || errors.Is(err, ErrTooManyKeys) {
+		if err := l.store.Apply(ctx, l.timeOf(now), req[:]); err != nil {
 			return reservation{}, err
 		}
-		// A degraded store's reservation stands (its failure policy
-		// decided it); the error is not returned, as Reserve has no Result
-		// to carry it.
-		r.ok, delay, r.mark = req[0].Result.Allowed, int64(req[0].Delay), req[0].Mark
+		res := storeResult(req[0].Result)
+		r.ok, r.src, delay, r.mark = res.Allowed, res.Source, int64(req[0].Delay), req[0].Mark
 	}
 	r.ready = now + delay
 	return r, nil
@@ -383,7 +481,11 @@ func (l *Limiter) refund(ctx context.Context, r *reservation, now int64) error {
 // ctx ends first, it gives the tokens back (see Reservation.CancelAt) and
 // returns ctx.Err(); if ctx's deadline would pass before they are due, it
 // takes nothing and returns ErrWouldExceedDeadline at once. It needs
-// TokenBucket or GCRA and returns the errors of Reserve.
+// TokenBucket or GCRA and returns the errors of Reserve. Wait has no Result
+// to carry a refusal, so it returns nil only when the caller may go: a store
+// that cannot hold the key refuses with ErrTooManyKeys, and a failed
+// store's fail-closed policy with an error wrapping ErrDegraded (a
+// fail-open or local policy's grant is waited out as any other).
 //
 // Wait uses a time.Timer, except on a *clock.Manual, where it returns once
 // the clock has been moved past the delay by another goroutine, yielding the
@@ -397,6 +499,12 @@ func (l *Limiter) Wait(ctx context.Context, key string, n int) error {
 		return err
 	}
 	if !r.ok {
+		switch r.src {
+		case SourceFull:
+			return ErrTooManyKeys
+		case SourceFailClosed:
+			return fmt.Errorf("%w (%v)", ErrDegraded, r.src)
+		}
 		return ErrWouldExceedDeadline
 	}
 	delay := r.ready - l.now()

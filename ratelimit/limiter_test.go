@@ -344,7 +344,7 @@ func TestMaxKeys(t *testing.T) {
 			}
 			for i := range 100 { // a spray of new keys
 				res, err := l.Allow(ctx, fmt.Sprint("spray", i))
-				if !errors.Is(err, ErrTooManyKeys) || res.Allowed || res.RetryAfter <= 0 {
+				if err != nil || res.Allowed || res.Source != SourceFull || res.RetryAfter <= 0 || !res.Decided() || res.Degraded() {
 					t.Fatalf("spray key %d: %+v, %v", i, res, err)
 				}
 			}
@@ -366,13 +366,13 @@ func TestMaxKeys(t *testing.T) {
 }
 
 // Shadow mode turns a full store's refusal into a shadowed admission too,
-// but still reports the error.
+// and the Result still says why.
 func TestMaxKeysShadow(t *testing.T) {
 	l := mustNew(t, GCRA, Limit{Rate: 2, Period: time.Second}, WithClock(clock.NewManual(t0)), WithMaxKeys(1), WithShadow(true))
 	ctx := context.Background()
 	l.Allow(ctx, "a")
 	res, err := l.Allow(ctx, "b")
-	if !errors.Is(err, ErrTooManyKeys) || !res.Allowed || !res.Shadowed {
+	if err != nil || !res.Allowed || !res.Shadowed || res.Source != SourceFull {
 		t.Fatalf("%+v, %v", res, err)
 	}
 }

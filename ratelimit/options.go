@@ -81,8 +81,9 @@ func WithStore(s Store) Option {
 // WithMaxKeys bounds the keys of the default in-memory store, or of a
 // Concurrency limiter, to n (default DefaultMaxKeys; at least 1). At the cap
 // a request for a key that is not held, and cannot be made room for by
-// dropping a key whose state is back to a fresh key's, is refused with
-// ErrTooManyKeys; keys already held are decided as always. It cannot be
+// dropping a key whose state is back to a fresh key's, is refused (a
+// decision with Result.Source SourceFull and a nil error; Wait returns
+// ErrTooManyKeys); keys already held are decided as always. It cannot be
 // combined with WithStore: pass NewMemoryStore(n) instead.
 func WithMaxKeys(n int) Option {
 	return optionFunc(func(cfg *config) { cfg.maxKeys, cfg.maxKeysSet = n, true })
@@ -99,8 +100,9 @@ func WithMaxKeyLen(n int) Option {
 // it decides and counts exactly as it would otherwise, but never refuses.
 // A request the limit would have refused is admitted with Result.Shadowed
 // set, and is not counted against the limit (just as a refused request would
-// not be). Errors (an invalid key or cost, a failed store) are still errors;
-// with ErrTooManyKeys the Result is a shadowed admission too.
+// not be). Errors (an invalid key or cost, a failed store with no policy to
+// decide) are still errors; a full store's refusal (SourceFull) is a
+// shadowed admission too.
 func WithShadow(on bool) Option {
 	return optionFunc(func(cfg *config) { cfg.shadow = on })
 }

@@ -28,10 +28,17 @@ type Store interface {
 	// their results. Each request is decided against the state the requests
 	// before it in reqs left. If an OpAllow request that is not Shadow is
 	// refused, or an OpReserve request is refused, no request of the batch
-	// changes any state (all or nothing). Apply returns an error only for
-	// invalid requests, a full store (ErrTooManyKeys) and failures of the
-	// store itself; then nothing has changed either. Apply must not keep
-	// reqs after it returns: the caller reuses them.
+	// changes any state (all or nothing). Apply must not keep reqs after it
+	// returns: the caller reuses them.
+	//
+	// The error contract is the Limiter's: a nil error means every request
+	// holds a decision, a non-nil one that none does (invalid requests, ctx
+	// ending first, a failure with no policy to decide), and then nothing
+	// has changed. A decision that is not the limit's carries its Source:
+	// SourceFull for a key the store cannot hold (a refusal, which refuses
+	// the batch), SourceFailClosed, SourceFailOpen or SourceFailLocal for a
+	// failure policy's; a Result left with SourceNone is read as the
+	// limit's (SourceLimit).
 	Apply(ctx context.Context, now time.Time, reqs []Request) error
 }
 
@@ -96,8 +103,8 @@ type Request struct {
 // sweeps the whole store at once.
 //
 // The store holds at most maxKeys keys. At the cap, a request for a key it
-// does not hold is refused with ErrTooManyKeys (and a refusing Result)
-// unless a fresh key can be dropped to make room: in the key's shard or in
+// does not hold is refused (a Result with Source SourceFull, and a nil
+// error: a decision, not a failure) unless a fresh key can be dropped to make room: in the key's shard or in
 // a few others, looking at a bounded number of slots. Keys already held are
 // decided as always. A key spray therefore costs at most maxKeys keys of
 // memory and can never make a limit silently unlimited; while the store is
@@ -183,7 +190,7 @@ func (m *MemoryStore) tableFor(p Policy) table {
 }
 
 // take is the decision of one OpAllow request: the hot path.
-func (t *stateTable) take(key string, now, n int64) (outcome, error) {
+func (t *stateTable) take(key string, now, n int64) outcome {
 	h := t.hash(key)
 	sh := t.shardOf(h)
 	sh.mu.Lock()
@@ -193,12 +200,11 @@ func (t *stateTable) take(key string, now, n int64) (outcome, error) {
 		s = sh.slots[i].val
 	}
 	next, o := t.pol.take(s, now, n)
-	var err error
 	if o.allowed {
 		switch {
 		case !found:
 			if next != (State{}) {
-				if _, err = t.insert(sh, key, h, next, now); err != nil {
+				if _, err := t.insert(sh, key, h, next, now); err != nil {
 					o = t.pol.full(n)
 				}
 			}
@@ -211,11 +217,12 @@ func (t *stateTable) take(key string, now, n int64) (outcome, error) {
 		}
 	}
 	sh.mu.Unlock()
-	return o, err
+	return o
 }
 
-// reserve is the decision of one OpReserve request.
-func (t *stateTable) reserve(key string, now, n, maxWait int64) (ok bool, delay int64, mark State, err error) {
+// reserve is the decision of one OpReserve request; full reports that the
+// store could not hold the key (and nothing was reserved).
+func (t *stateTable) reserve(key string, now, n, maxWait int64) (ok bool, delay int64, mark State, full bool) {
 	h := t.hash(key)
 	sh := t.shardOf(h)
 	sh.mu.Lock()
@@ -227,13 +234,14 @@ func (t *stateTable) reserve(key string, now, n, maxWait int64) (ok bool, delay 
 	}
 	next, ok, delay, mark := t.pol.reserve(s, now, n, maxWait)
 	if !ok {
-		return false, delay, State{}, nil
+		return false, delay, State{}, false
 	}
+	var err error
 	t.store1(sh, i, found, key, h, next, now, &err)
 	if err != nil {
-		return false, delay, State{}, err
+		return false, delay, State{}, true
 	}
-	return true, delay, mark, nil
+	return true, delay, mark, false
 }
 
 // refund carries out one OpRefund request.
@@ -267,7 +275,7 @@ func (t *stateTable) store1(sh *shard[State], i int, found bool, key string, h u
 }
 
 // take is the decision of one SlidingLog OpAllow request.
-func (t *logTable) take(key string, now, n int64) (outcome, error) {
+func (t *logTable) take(key string, now, n int64) outcome {
 	h := t.hash(key)
 	sh := t.shardOf(h)
 	sh.mu.Lock()
@@ -278,10 +286,10 @@ func (t *logTable) take(key string, now, n int64) (outcome, error) {
 		o := t.pol.slidingLog(&l, now, n)
 		if o.allowed && l.n > 0 {
 			if _, err := t.insert(sh, key, h, &l, now); err != nil {
-				return t.pol.full(n), err
+				return t.pol.full(n)
 			}
 		}
-		return o, nil
+		return o
 	}
 	l := sh.slots[i].val
 	o := t.pol.slidingLog(l, now, n)
@@ -291,13 +299,13 @@ func (t *logTable) take(key string, now, n int64) (outcome, error) {
 		sh.touch(i)
 		t.tick(sh, now)
 	}
-	return o, nil
+	return o
 }
 
 // full is the refusal of a request for a key a full store cannot hold: a
 // retry is worth it no sooner than the limit takes to grant n units.
 func (p *Policy) full(n int64) outcome {
-	return outcome{retryAfter: max(1, mulDivCeil(n, p.period, p.rate))}
+	return outcome{retryAfter: max(1, mulDivCeil(n, p.period, p.rate)), full: true}
 }
 
 // Apply carries out reqs as one atomic step (see Store). The shards of all
@@ -369,22 +377,18 @@ func applyTables(now int64, reqs []Request, tabs []table) error {
 	}()
 
 	refused := false
-	var err error
 	for i := range reqs {
 		r := &reqs[i]
 		if tabs[i].st != nil {
-			undos[i], err = tabs[i].st.do(r, hashes[i], now)
+			undos[i] = tabs[i].st.do(r, hashes[i], now)
 		} else {
-			undos[i], err = tabs[i].lt.do(r, hashes[i], now)
-		}
-		if err != nil {
-			break
+			undos[i] = tabs[i].lt.do(r, hashes[i], now)
 		}
 		if (r.Op == OpAllow && !r.Shadow && !r.Result.Allowed) || (r.Op == OpReserve && !r.Result.Allowed) {
 			refused = true
 		}
 	}
-	if !refused && err == nil {
+	if !refused {
 		return nil
 	}
 	for i := len(reqs) - 1; i >= 0; i-- {
@@ -398,7 +402,7 @@ func applyTables(now int64, reqs []Request, tabs []table) error {
 			tabs[i].lt.revert(r, hashes[i], undos[i], now)
 		}
 	}
-	return err
+	return nil
 }
 
 // CheckRequests validates a batch for Store.Apply: every request has a
@@ -454,8 +458,9 @@ func sortLocks(ls []lockRef) []lockRef {
 	return out
 }
 
-// do carries out one request of a batch. Requires its shard locked.
-func (t *stateTable) do(r *Request, h uint64, now int64) (undo, error) {
+// do carries out one request of a batch. A key the store cannot hold is
+// refused (SourceFull). Requires its shard locked.
+func (t *stateTable) do(r *Request, h uint64, now int64) undo {
 	sh := t.shardOf(h)
 	i, found := sh.find(r.Key, h)
 	var s State
@@ -471,7 +476,7 @@ func (t *stateTable) do(r *Request, h uint64, now int64) (undo, error) {
 		next, o = t.pol.take(s, now, n)
 		r.Result = o.result(t.pol.burst)
 		if !o.allowed {
-			return u, nil
+			return u
 		}
 	case OpReserve:
 		var ok bool
@@ -482,7 +487,7 @@ func (t *stateTable) do(r *Request, h uint64, now int64) (undo, error) {
 		r.Result = o.result(t.pol.burst)
 		r.Result.Allowed = ok
 		if !ok {
-			return u, nil
+			return u
 		}
 	case OpRefund:
 		next = t.pol.refund(s, now, n, r.Mark)
@@ -493,10 +498,11 @@ func (t *stateTable) do(r *Request, h uint64, now int64) (undo, error) {
 	t.store1(sh, i, found, r.Key, h, next, now, &err)
 	if err != nil {
 		r.Result = t.pol.full(n).result(t.pol.burst)
-		return u, err
+		r.Delay, r.Mark = 0, State{}
+		return u
 	}
 	u.done = true
-	return u, nil
+	return u
 }
 
 // revert undoes a request of a refused batch and reports its unchanged
@@ -516,9 +522,9 @@ func (t *stateTable) revert(r *Request, h uint64, u undo, now int64) {
 	r.Result.Allowed = allowed
 }
 
-// do carries out one SlidingLog request of a batch. Requires its shard
-// locked.
-func (t *logTable) do(r *Request, h uint64, now int64) (undo, error) {
+// do carries out one SlidingLog request of a batch. A key the store cannot
+// hold is refused (SourceFull). Requires its shard locked.
+func (t *logTable) do(r *Request, h uint64, now int64) undo {
 	sh := t.shardOf(h)
 	i, found := sh.find(r.Key, h)
 	var l *stampLog
@@ -534,17 +540,17 @@ func (t *logTable) do(r *Request, h uint64, now int64) (undo, error) {
 		if found && l.n == 0 {
 			t.remove(sh, i)
 		}
-		return u, nil
+		return u
 	}
 	u.taken = r.N
 	if !found {
 		if _, err := t.insert(sh, r.Key, h, l, now); err != nil {
 			r.Result = t.pol.full(int64(r.N)).result(t.pol.burst)
-			return u, err
+			return u
 		}
 	}
 	u.done = true
-	return u, nil
+	return u
 }
 
 // revert undoes a SlidingLog request of a refused batch. Requires its shard

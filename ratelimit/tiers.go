@@ -84,10 +84,12 @@ func (t *Tiers) Allow(ctx context.Context, keys ...string) (Result, error) {
 // one is in shadow mode): Allowed if none refused; Limit and Remaining of
 // the tier with the fewest units remaining; RetryAfter, the longest wait of a
 // refusing tier (exactly when the request would pass every tier, since a
-// waiting tier's capacity only grows); ResetAfter, the longest of all; and
-// Shadowed if a tier in shadow mode would have refused. AllowN returns the
-// errors of Limiter.AllowN, and an error when keys (or each) does not have
-// one element per tier.
+// waiting tier's capacity only grows); ResetAfter, the longest of all;
+// Shadowed if a tier in shadow mode would have refused; and Source
+// SourceLimit if every such tier's limit decided, else the Source of the
+// first that was decided otherwise (a key the store cannot hold, a failed
+// store's policy). AllowN follows the error contract of Limiter.AllowN, and
+// returns an error when keys (or each) does not have one element per tier.
 func (t *Tiers) AllowN(ctx context.Context, keys []string, n int, each []Result) (Result, error) {
 	if len(keys) != len(t.lims) || (each != nil && len(each) != len(t.lims)) {
 		return Result{}, fmt.Errorf("sluice/ratelimit: Tiers.AllowN: %d keys and %d results for %d tiers", len(keys), len(each), len(t.lims))
@@ -98,27 +100,26 @@ func (t *Tiers) AllowN(ctx context.Context, keys []string, n int, each []Result)
 		}
 	}
 	if t.tabs != nil {
-		return t.allowMem(keys, n, each)
+		return t.allowMem(keys, n, each), nil
 	}
 	return t.allowStore(ctx, keys, n, each)
 }
 
-func (t *Tiers) allowMem(keys []string, n int, each []Result) (Result, error) {
+func (t *Tiers) allowMem(keys []string, n int, each []Result) Result {
 	var buf [8]Request
 	reqs := t.requests(buf[:0], keys, n)
-	err := applyTables(t.lims[0].now(), reqs, t.tabs)
-	return t.combine(reqs, n, each, err)
+	_ = applyTables(t.lims[0].now(), reqs, t.tabs) // in memory: always decided
+	return t.combine(reqs, n, each)
 }
 
 func (t *Tiers) allowStore(ctx context.Context, keys []string, n int, each []Result) (Result, error) {
 	var buf [8]Request
 	reqs := t.requests(buf[:0], keys, n)
 	l := t.lims[0]
-	err := t.store.Apply(ctx, l.timeOf(l.now()), reqs)
-	if !decided(err) {
+	if err := t.store.Apply(ctx, l.timeOf(l.now()), reqs); err != nil {
 		return Result{}, err
 	}
-	return t.combine(reqs, n, each, err)
+	return t.combine(reqs, n, each), nil
 }
 
 func (t *Tiers) requests(reqs []Request, keys []string, n int) []Request {
@@ -130,14 +131,14 @@ func (t *Tiers) requests(reqs []Request, keys []string, n int) []Request {
 
 // combine applies shadow mode to each tier's decision, reports it and
 // combines the tiers' decisions into the request's.
-func (t *Tiers) combine(reqs []Request, n int, each []Result, err error) (Result, error) {
+func (t *Tiers) combine(reqs []Request, n int, each []Result) Result {
 	enforcing := false
 	for _, l := range t.lims {
 		enforcing = enforcing || !l.shadow
 	}
-	out := Result{Allowed: true, Remaining: -1}
+	out := Result{Allowed: true, Source: SourceLimit, Remaining: -1}
 	for i, l := range t.lims {
-		res := l.finish(reqs[i].Result, n, err)
+		res := l.finish(storeResult(reqs[i].Result), n)
 		if each != nil {
 			each[i] = res
 		}
@@ -150,6 +151,9 @@ func (t *Tiers) combine(reqs []Request, n int, each []Result, err error) (Result
 		if !res.Allowed {
 			out.Allowed = false
 		}
+		if out.Source == SourceLimit {
+			out.Source = res.Source
+		}
 		if res.Shadowed || !res.Allowed {
 			out.RetryAfter = max(out.RetryAfter, res.RetryAfter)
 		}
@@ -158,11 +162,5 @@ func (t *Tiers) combine(reqs []Request, n int, each []Result, err error) (Result
 			out.Limit, out.Remaining = res.Limit, res.Remaining
 		}
 	}
-	if errors.Is(err, ErrTooManyKeys) {
-		// A key could not be held: nothing was counted, so the request is
-		// refused (admitted as shadowed if no tier enforces).
-		out.Allowed = !enforcing
-		out.Shadowed = out.Shadowed || !enforcing
-	}
-	return out, err
+	return out
 }

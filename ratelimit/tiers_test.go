@@ -192,8 +192,9 @@ func TestTiersFullStore(t *testing.T) {
 	tiers, _ := All(a, b)
 	ctx := context.Background()
 	tiers.Allow(ctx, "x", "held")
-	res, err := tiers.Allow(ctx, "x", "new")
-	if !errors.Is(err, ErrTooManyKeys) || res.Allowed {
+	each := make([]Result, 2)
+	res, err := tiers.AllowN(ctx, []string{"x", "new"}, 1, each)
+	if err != nil || res.Allowed || res.Source != SourceFull || each[0].Source != SourceLimit || each[1].Source != SourceFull {
 		t.Fatalf("%+v, %v", res, err)
 	}
 	if res, _ := a.AllowN(ctx, "x", 4); !res.Allowed {

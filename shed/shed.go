@@ -280,6 +280,9 @@ func mix(x uint64) uint64 {
 // Levels() means nothing is shed.
 func (s *Shedder) Cutoff() int { return int(s.cutoff.Load()) }
 
+// Clock returns the clock the shedder reads (WithClock).
+func (s *Shedder) Clock() clock.Clock { return s.clk }
+
 // Levels returns the number of levels, Priorities·Cohorts.
 func Levels() int { return levels }
 

@@ -14,5 +14,7 @@
 // Each concern (arrivals, service times, priorities, retries, bursts) has its
 // own seeded PCG stream, so a run is reproducible to the bit. Scenarios are
 // data (Scenario) and carry their own pass/fail targets; policies plug in
-// through the small Policy interface.
+// through the small Policy interface. A policy's limiters must read the
+// run's clock (Env.Clock): Run and RunRealtime refuse a Clocked policy
+// (GatePolicy, ShedPolicy) that reads another.
 package sim

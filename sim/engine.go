@@ -144,6 +144,9 @@ func Run(sc Scenario, spec PolicySpec, seed uint64) (*Result, error) {
 		MeanWait: s.Server.Wait.MeanValue(), Capacity: e.capacity, SLO: s.SLO, MaxInFlight: s.Server.MaxInFlight,
 	}
 	pol, err := spec.New(env)
+	if err == nil {
+		err = checkClocks(pol, env)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sim: policy %s: %w", spec.Name, err)
 	}

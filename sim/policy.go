@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
@@ -90,6 +91,49 @@ func (e Env) TunedLimit() int {
 	return max(1, int(float64(e.Cores)*(s+float64(e.MeanWait))/s*3+0.5))
 }
 
+// Clocked is a Policy that says which clocks its limiters read. Run and
+// RunRealtime refuse one that reads any clock but the Env's: a limiter on
+// the wall clock in a virtual-time run measures no time at all (every
+// request takes 0 s on its clock) and decides on nothing, yet the run would
+// still report goodput and pass or fail its targets. GatePolicy and
+// ShedPolicy are Clocked; a policy built another way should be too, as the
+// simulator cannot check one that is not.
+type Clocked interface {
+	Policy
+	// Clocks returns the clocks the policy's limiters read (none for a
+	// policy that reads no clock).
+	Clocks() []clock.Clock
+}
+
+// checkClocks returns an error if pol is Clocked and reads a clock other
+// than env's.
+func checkClocks(pol Policy, env Env) error {
+	c, ok := pol.(Clocked)
+	if !ok {
+		return nil
+	}
+	for _, clk := range c.Clocks() {
+		if clk != env.Clock {
+			return fmt.Errorf("its limiter reads %s, not the simulation's clock (Env.Clock): build it with adaptive.WithClock(env.Clock) (and shed.WithClock(env.Clock))", clockName(clk))
+		}
+	}
+	return nil
+}
+
+// clockName names a clock in checkClocks's error.
+func clockName(c clock.Clock) string {
+	switch c.(type) {
+	case nil:
+		return "no clock"
+	case *clock.Manual:
+		return "another manual clock"
+	}
+	if c == clock.System() {
+		return "the wall clock (clock.System)"
+	}
+	return fmt.Sprintf("a clock of its own (%T)", c)
+}
+
 // PolicySpec names a policy and builds a fresh one per run.
 type PolicySpec struct {
 	Name string
@@ -163,12 +207,17 @@ type unbounded struct{}
 func (unbounded) Admit(Request) (Ticket, bool) { return Ticket{}, true }
 func (unbounded) Done(Ticket, Outcome)         {}
 func (unbounded) Limit() int                   { return -1 }
+func (unbounded) Clocks() []clock.Clock        { return nil }
 
 // GatePolicy runs a real sluice adaptive gate as a simulation policy. Build
-// it with the Env's clock (adaptive.WithClock(env.Clock)).
+// it with the Env's clock (adaptive.WithClock(env.Clock)): Run refuses it
+// otherwise (see Clocked).
 type GatePolicy struct {
 	Gate *adaptive.Limiter
 }
+
+// Clocks returns the gate's clock.
+func (p *GatePolicy) Clocks() []clock.Clock { return []clock.Clock{p.Gate.Clock()} }
 
 // NewGatePolicy builds a gate with adaptive.New and wraps it.
 func NewGatePolicy(alg adaptive.Algorithm, opts ...adaptive.Option) (*GatePolicy, error) {
@@ -222,6 +271,11 @@ func newGradientGate(e Env) (*GatePolicy, error) {
 type ShedPolicy struct {
 	*GatePolicy
 	Shedder *shed.Shedder
+}
+
+// Clocks returns the gate's and the shedder's clocks.
+func (p *ShedPolicy) Clocks() []clock.Clock {
+	return []clock.Clock{p.Gate.Clock(), p.Shedder.Clock()}
 }
 
 // Admit sheds by level, then tries the gate.

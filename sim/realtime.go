@@ -157,6 +157,9 @@ func runRealtime(sc Scenario, spec PolicySpec, seed uint64, scale float64) (*Res
 		MeanWait: wall(s.Server.Wait.MeanValue()), Capacity: capacity / scale, SLO: wall(s.SLO), MaxInFlight: s.Server.MaxInFlight,
 	}
 	pol, err := spec.New(env)
+	if err == nil {
+		err = checkClocks(pol, env)
+	}
 	if err != nil {
 		return nil, rtStats{}, fmt.Errorf("sim: policy %s: %w", spec.Name, err)
 	}

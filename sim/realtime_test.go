@@ -18,7 +18,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // The real-time tests are the project's only tests that sleep: the issue
 // asks that the two modes be shown to agree. Each plays its scenario in
 // at most 2.5 s of wall time; all runs overlap (a run uses little CPU), and
-// the tests are skipped with -short.
+// the tests are skipped with -short. They are also skipped, with the
+// figures, when a run shows that the machine could not keep wall time (a
+// mean lateness over maxMeanLateness: 0.6 ms on an idle 2-core machine, 3–9
+// ms with both cores taken several times over, where the figures drift by
+// up to 0.15): the comparison would then measure the machine's load, not
+// the simulator, and make test must not fail for it.
 
 // rtCase is one scenario and policy to run in both modes.
 type rtCase struct {
@@ -53,7 +58,21 @@ func runBothModes(t *testing.T, scale float64, cases []*rtCase) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
+	for _, c := range cases {
+		for _, l := range []lagStats{c.stats.admit, c.stats.done} {
+			if l.n > 0 && l.sum/time.Duration(l.n) > maxMeanLateness {
+				for _, c := range cases {
+					logBothModes(t, c)
+				}
+				t.Skipf("%s: the machine kept wall time only within %v (mean lateness over %v): too busy for a wall-clock comparison", c.name, l, maxMeanLateness)
+			}
+		}
+	}
 }
+
+// maxMeanLateness is the mean lateness of a real-time run beyond which the
+// comparison with virtual time is skipped (see the top of the file).
+const maxMeanLateness = 2 * time.Millisecond
 
 // rtStep is step-2x in small: 0.5× capacity for 4 s, then 2× for 6 s. The
 // service time is long (160 ms, 40 ms of wall time at scale 0.25) so that

@@ -45,6 +45,8 @@ import (
 // Vegas is the algorithm. Build it with New and pass it to adaptive.New; like
 // every adaptive.Algorithm it belongs to one gate.
 type Vegas struct {
+	adaptive.Binding // one gate per Vegas: adaptive.New refuses a second
+
 	initial   int
 	alpha     func(limit float64) float64
 	beta      func(limit float64) float64

@@ -32,7 +32,7 @@
 //	sluice.gate.limit_changes.<direction>           counter    changes of the limit: up, down
 //	sluice.ratelimit.decisions.<limiter>.<outcome>  counter    rate-limit decisions: allowed, refused, shadow_refused
 //	sluice.ratelimit.lease_expiries.<limiter>       counter    concurrency leases taken back because they expired
-//	sluice.ratelimit.degraded.<limiter>             counter    decisions made by a failed store's failure policy (ratelimit.ErrDegraded)
+//	sluice.ratelimit.degraded.<limiter>             counter    decisions made by a failed store's failure policy (ratelimit.Result.Degraded)
 //	sluice.shed.decisions.<priority>.<outcome>      counter    shedder decisions: admitted, shed, gate_full
 //	sluice.shed.cutoff_level                        gauge      the shedder's cutoff level (shed.Levels(): nothing shed); 0 until a shedder is attached
 //

@@ -25,7 +25,7 @@
 //	sluice_gate_limit_changes_total        counter    direction           changes of the limit: up, down
 //	sluice_ratelimit_decisions_total       counter    limiter, outcome    rate-limit decisions: allowed, refused, shadow_refused
 //	sluice_ratelimit_lease_expiries_total  counter    limiter             concurrency leases taken back because they expired
-//	sluice_ratelimit_degraded_total        counter    limiter             decisions made by a failed store's failure policy (ratelimit.ErrDegraded)
+//	sluice_ratelimit_degraded_total        counter    limiter             decisions made by a failed store's failure policy (ratelimit.Result.Degraded)
 //	sluice_shed_decisions_total            counter    priority, outcome   shedder decisions (metrics.ShedDecision): admitted, shed, gate_full
 //	sluice_shed_cutoff_level               gauge      -                   the shedder's cutoff level; shed.Levels() when nothing is shed (attached shedder)
 //

@@ -37,7 +37,8 @@ func Run(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
 // res (a Redis store counts microseconds): the traces use instants, periods
 // and wait bounds that are multiples of res, and the store's times
 // (RetryAfter, ResetAfter, Delay) must be the in-memory store's rounded up
-// to a multiple of res. Allowed, Limit and Remaining must be equal. A
+// to a multiple of res. Allowed, Limit, Remaining and Source must be equal
+// (a Source left unset by the store counts as SourceLimit). A
 // store's reservation marks may differ from the in-memory store's; each
 // store gets its own marks back for refunds.
 func RunResolution(t *testing.T, newStore func(t *testing.T) ratelimit.Store, res time.Duration) {
@@ -197,6 +198,9 @@ func runTrace(t *testing.T, s ratelimit.Store, ps []*ratelimit.Policy, seed uint
 		}
 		for i := range got {
 			w := want[i]
+			if got[i].Result.Source == ratelimit.SourceNone {
+				got[i].Result.Source = ratelimit.SourceLimit // a Store may leave it unset (see Store)
+			}
 			w.Result.RetryAfter = roundUp(w.Result.RetryAfter, res)
 			w.Result.ResetAfter = roundUp(w.Result.ResetAfter, res)
 			w.Delay = roundUp(w.Delay, res)

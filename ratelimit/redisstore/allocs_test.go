@@ -11,7 +11,9 @@ import (
 
 // TestAllocsPerDecision bounds the client's allocations per decision on the
 // hot path (a single Allow, script cached): the bound is what this store
-// adds to go-redis's own command allocations.
+// adds to go-redis's own command allocations. Two of them register the call
+// with the store's abort epoch, so that a refused connection cancels it at
+// once (see failfast.go).
 func TestAllocsPerDecision(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a redis-server")
@@ -33,7 +35,7 @@ func TestAllocsPerDecision(t *testing.T) {
 		}
 	})
 	t.Logf("%.1f allocations per decision", allocs)
-	if allocs > 21 {
-		t.Fatalf("%.1f allocations per decision, want at most 21", allocs)
+	if allocs > 22 {
+		t.Fatalf("%.1f allocations per decision, want at most 22", allocs)
 	}
 }

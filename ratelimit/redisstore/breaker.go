@@ -6,9 +6,11 @@ import (
 )
 
 // breaker is a circuit breaker: threshold failures in a row open it for
-// cooldown, then one call (the probe) may try Redis again. It measures time
-// on the monotonic clock (since epoch), so a step of the wall clock neither
-// keeps it open nor closes it early.
+// cooldown, and so does one refused connection (trip); then one caller is
+// told to probe Redis, in the background, and the breaker stays open for
+// another cool-down unless the probe succeeds and closes it. It measures
+// time on the monotonic clock (since epoch), so a step of the wall clock
+// neither keeps it open nor closes it early.
 type breaker struct {
 	threshold int32
 	cooldown  time.Duration
@@ -27,37 +29,36 @@ func since(now time.Time) int64 {
 	return 1
 }
 
-// open reports whether the breaker is open at now, without claiming the
-// probe: for calls that should not wait on a Redis known to be failing but
-// must not stand in for the probe either.
+// open reports whether the breaker is open at now.
 func (b *breaker) open(now time.Time) bool {
 	until := b.openUntil.Load()
 	return until != 0 && since(now) < until
 }
 
-// allow reports whether a call may try Redis at now.
-func (b *breaker) allow(now time.Time) bool {
+// allow reports whether a call may try Redis at now (try), and, when it may
+// not, whether the caller was picked to start the probe: the first caller
+// past a cool-down is, and the breaker stays open for another cool-down
+// meanwhile.
+func (b *breaker) allow(now time.Time) (try, probe bool) {
 	if b.threshold == 0 {
-		return true
+		return true, false
 	}
 	until := b.openUntil.Load()
 	if until == 0 {
-		return true
+		return true, false
 	}
 	t := since(now)
 	if t < until {
-		return false
+		return false, false
 	}
-	// Half open: the first caller past the cool-down probes; the others
-	// wait for its verdict for another cool-down.
-	return b.openUntil.CompareAndSwap(until, t+int64(b.cooldown))
+	return false, b.openUntil.CompareAndSwap(until, t+int64(b.cooldown))
 }
 
 // allowNow is allow at the current time; it reads the clock only while the
 // breaker is open, so a closed breaker costs one atomic load per call.
-func (b *breaker) allowNow() bool {
+func (b *breaker) allowNow() (try, probe bool) {
 	if b.threshold == 0 || b.openUntil.Load() == 0 {
-		return true
+		return true, false
 	}
 	return b.allow(time.Now())
 }
@@ -75,6 +76,16 @@ func (b *breaker) failure(now time.Time) {
 	if b.fails.Add(1) >= b.threshold {
 		b.openUntil.Store(since(now) + int64(b.cooldown))
 	}
+}
+
+// trip opens the breaker at once: Redis refused a connection, so every
+// call until the next probe would fail the same way.
+func (b *breaker) trip(now time.Time) {
+	if b.threshold == 0 {
+		return
+	}
+	b.fails.Store(b.threshold)
+	b.openUntil.Store(since(now) + int64(b.cooldown))
 }
 
 // success records a successful call and closes the breaker.

@@ -65,48 +65,59 @@ func TestRefusalCacheBounded(t *testing.T) {
 }
 
 // TestBreakerOneProbe: once the cool-down has passed, exactly one of many
-// concurrent callers probes Redis; the others keep deciding locally.
+// concurrent callers is picked to start the probe; none of them tries
+// Redis meanwhile, and all keep deciding locally.
 func TestBreakerOneProbe(t *testing.T) {
 	b := breaker{threshold: 2, cooldown: time.Second}
 	t0 := time.Now()
 	b.failure(t0)
-	if !b.allow(t0) {
+	if try, _ := b.allow(t0); !try {
 		t.Fatal("open after one failure of two")
 	}
 	b.failure(t0)
-	if b.allow(t0.Add(time.Second-1)) || !b.open(t0.Add(time.Second-1)) {
-		t.Fatal("closed within the cool-down")
+	if try, probe := b.allow(t0.Add(time.Second - 1)); try || probe || !b.open(t0.Add(time.Second-1)) {
+		t.Fatal("closed, or probing, within the cool-down")
 	}
-	probes := make(chan bool, 64)
+	type verdict struct{ try, probe bool }
+	verdicts := make(chan verdict, 64)
 	at := t0.Add(time.Second)
 	done := make(chan struct{})
 	for range 64 {
 		go func() {
 			<-done
-			probes <- b.allow(at)
+			try, probe := b.allow(at)
+			verdicts <- verdict{try, probe}
 		}()
 	}
 	close(done)
 	n := 0
 	for range 64 {
-		if <-probes {
+		v := <-verdicts
+		if v.try {
+			t.Fatal("a caller tried Redis while the breaker was open")
+		}
+		if v.probe {
 			n++
 		}
 	}
 	if n != 1 {
 		t.Fatalf("%d probes, want 1", n)
 	}
-	b.failure(at) // the probe failed: open for another cool-down
-	if b.allow(at.Add(time.Second - 1)) {
-		t.Fatal("closed after a failed probe")
+	// The probe failed: open for another cool-down from when it started.
+	if try, probe := b.allow(at.Add(time.Second - 1)); try || probe {
+		t.Fatal("closed, or probing again, within the next cool-down")
 	}
-	if !b.allow(at.Add(time.Second)) {
+	if _, probe := b.allow(at.Add(time.Second)); !probe {
 		t.Fatal("no probe after the second cool-down")
 	}
-	b.success()
+	b.success() // a probe succeeded
 	for range 2 {
-		if !b.allow(at.Add(time.Second)) {
+		if try, _ := b.allow(at.Add(time.Second)); !try {
 			t.Fatal("not closed after a successful probe")
 		}
+	}
+	b.trip(at) // a refused connection opens it at once
+	if try, _ := b.allow(at); try || !b.open(at) {
+		t.Fatal("not open after a refused connection")
 	}
 }

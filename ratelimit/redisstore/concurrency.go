@@ -24,9 +24,9 @@ import (
 // Acquire, Release, Renew and InFlight are each one script, one round trip,
 // bounded by the store's timeout. When Redis fails, Acquire decides by the
 // store's failure policy (FailLocal acts as FailOpen: a local count of
-// another process's leases would mean nothing) and returns the decision
-// with an error wrapping ratelimit.ErrDegraded; it shares the store's
-// circuit breaker. Release, Renew and InFlight return Redis's errors as
+// another process's leases would mean nothing) and returns that decision
+// with a nil error and Result.Source saying so (the store's LastError has
+// the cause); it shares the store's circuit breaker. Release, Renew and InFlight return Redis's errors as
 // they are: a lease that could not be released expires on its own. It is
 // safe for concurrent use.
 type Concurrency struct {
@@ -126,14 +126,13 @@ func (c *Concurrency) Acquire(ctx context.Context, key string) (Lease, ratelimit
 	var raw [16]byte
 	crand.Read(raw[:])
 	id := hex.EncodeToString(raw[:])
-	res := ratelimit.Result{Limit: c.max}
-	if !c.s.brk.allowNow() {
-		res, err := c.degraded(res, ErrBreakerOpen)
-		return Lease{}, res, err
+	res := ratelimit.Result{Source: ratelimit.SourceLimit, Limit: c.max}
+	if !c.s.tryRedis() {
+		return Lease{}, c.degraded(res, ErrBreakerOpen), nil
 	}
-	cctx, cancel := c.s.callCtx(ctx)
-	defer cancel()
-	v, err := leaseAcquire.Run(cctx, c.s.client, []string{rk}, c.max, int64(c.lease/time.Microsecond), id).Int64Slice()
+	call := c.s.begin(ctx)
+	defer call.end()
+	v, err := leaseAcquire.Run(call.ctx, c.s.client, []string{rk}, c.max, int64(c.lease/time.Microsecond), id).Int64Slice()
 	if err == nil && len(v) != 5 {
 		err = fmt.Errorf("sluice/redisstore: lease script answered %d values", len(v))
 	}
@@ -141,9 +140,7 @@ func (c *Concurrency) Acquire(ctx context.Context, key string) (Lease, ratelimit
 		if ctx.Err() != nil {
 			return Lease{}, ratelimit.Result{}, ctx.Err()
 		}
-		c.s.brk.failure(time.Now())
-		res, err := c.degraded(res, err)
-		return Lease{}, res, err
+		return Lease{}, c.degraded(res, c.s.callFailed(call, err)), nil
 	}
 	c.s.brk.success()
 	res.Allowed = v[0] == 1
@@ -157,16 +154,14 @@ func (c *Concurrency) Acquire(ctx context.Context, key string) (Lease, ratelimit
 }
 
 // degraded decides an acquisition by the failure policy.
-func (c *Concurrency) degraded(res ratelimit.Result, cause error) (ratelimit.Result, error) {
-	if c.s.onError != nil {
-		c.s.onError(cause)
-	}
+func (c *Concurrency) degraded(res ratelimit.Result, cause error) ratelimit.Result {
+	c.s.failed(cause)
 	if c.s.failure == FailClosed {
-		res.RetryAfter = c.s.brk.cooldown
+		res.Source, res.RetryAfter = ratelimit.SourceFailClosed, c.s.brk.cooldown
 	} else {
-		res.Allowed = true
+		res.Source, res.Allowed = ratelimit.SourceFailOpen, true
 	}
-	return res, fmt.Errorf("%w (%v): %w", ratelimit.ErrDegraded, c.s.failure, cause)
+	return res
 }
 
 // Release frees the lease's slot. It reports whether the lease was still
@@ -180,9 +175,9 @@ func (l Lease) Release(ctx context.Context) (bool, error) {
 	if l.c.s.brk.openNow() {
 		return false, ErrBreakerOpen
 	}
-	cctx, cancel := l.c.s.callCtx(ctx)
-	defer cancel()
-	n, err := leaseRelease.Run(cctx, l.c.s.client, []string{l.key}, l.id).Int64()
+	call := l.c.s.begin(ctx)
+	defer call.end()
+	n, err := leaseRelease.Run(call.ctx, l.c.s.client, []string{l.key}, l.id).Int64()
 	return n == 1, err
 }
 
@@ -197,9 +192,9 @@ func (l Lease) Renew(ctx context.Context) (bool, error) {
 	if l.c.s.brk.openNow() {
 		return false, ErrBreakerOpen
 	}
-	cctx, cancel := l.c.s.callCtx(ctx)
-	defer cancel()
-	n, err := leaseRenew.Run(cctx, l.c.s.client, []string{l.key}, int64(l.c.lease/time.Microsecond), l.id).Int64()
+	call := l.c.s.begin(ctx)
+	defer call.end()
+	n, err := leaseRenew.Run(call.ctx, l.c.s.client, []string{l.key}, int64(l.c.lease/time.Microsecond), l.id).Int64()
 	return n == 1, err
 }
 
@@ -218,8 +213,8 @@ func (c *Concurrency) InFlight(ctx context.Context, key string) (int, error) {
 		return 0, fmt.Errorf("%w: %d bytes", ratelimit.ErrInvalidKey, len(key))
 	}
 	rk := c.s.redisKey(key, &policy{id: c.id})
-	cctx, cancel := c.s.callCtx(ctx)
-	defer cancel()
-	n, err := leaseCount.Run(cctx, c.s.client, []string{rk}).Int64()
+	call := c.s.begin(ctx)
+	defer call.end()
+	n, err := leaseCount.Run(call.ctx, c.s.client, []string{rk}).Int64()
 	return int(n), err
 }

@@ -78,9 +78,10 @@ func WithCallerTime() Option {
 }
 
 // WithTimeout bounds each call to Redis (default 100ms); a call that takes
-// longer is a failure, decided by the failure policy. The client must obey
-// context deadlines (see New). 0 means only the caller's context bounds a
-// call, and the client's own timeouts if it ignores contexts.
+// longer is a failure, decided by the failure policy. A refused connection
+// does not wait for it (see the package documentation, Failure). The client
+// must obey context deadlines (see New). 0 means only the caller's context
+// bounds a call, and the client's own timeouts if it ignores contexts.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d < 0 {
@@ -116,12 +117,15 @@ func WithLocalMaxKeys(n int) Option {
 }
 
 // WithBreaker sets the circuit breaker: after failures failed calls in a
-// row it opens, and for cooldown every call is decided by the failure
-// policy at once; then exactly one call probes Redis, closing the breaker
-// if it succeeds and opening it for another cooldown if it fails (default 5
-// failures, 250ms). failures 0 disables the breaker; cooldown, if positive,
-// is then only the RetryAfter of FailClosed's refusals, which is always the
-// cool-down (0 keeps the default).
+// row, or one refused connection, it opens, and for cooldown every call is
+// decided by the failure policy at once; then one probe (a PING) tries
+// Redis in the background, closing the breaker if it succeeds and keeping
+// it open for another cooldown if it fails, while calls go on being decided
+// at once (default 5 failures, 250ms). failures 0 disables the breaker (a
+// refused connection still ends the calls in flight at once, but every call
+// tries Redis); cooldown, if positive, is then only the RetryAfter of
+// FailClosed's refusals, which is always the cool-down (0 keeps the
+// default).
 func WithBreaker(failures int, cooldown time.Duration) Option {
 	return func(c *config) {
 		if failures < 0 || failures > math.MaxInt32 || cooldown < 0 || cooldown == 0 && failures > 0 {

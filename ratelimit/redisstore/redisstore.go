@@ -65,13 +65,30 @@
 // policy (WithFailurePolicy): FailClosed (the default) refuses, FailOpen
 // admits, FailLocal decides with a local in-memory store (the limit then
 // holds per process; a reservation made there and cancelled once Redis is
-// back gives Redis nothing back, and the other way round). The decision
-// comes with an error wrapping ratelimit.ErrDegraded and the cause, which
-// the Limiter returns alongside the Result. After several failures in a
-// row a circuit breaker opens (WithBreaker): for its cool-down every call
-// decides at once, without trying Redis, then exactly one call probes it.
-// The timeout needs a client that obeys context deadlines: set
-// ContextTimeoutEnabled in the go-redis options (New checks it).
+// back gives Redis nothing back, and the other way round). That is a
+// decision, so it comes with a nil error, as every decision does in
+// package ratelimit: the Result's Source is SourceFailClosed,
+// SourceFailOpen or SourceFailLocal (Result.Degraded reports any of them),
+// the limiter's observer counts it as degraded, and LastError (and the
+// WithErrorHandler function, called with every failure) has the cause for
+// errors.Is. An error from the Limiter still means no decision: invalid
+// input, or the caller's context ending before Redis answered.
+//
+// A Redis that is gone is noticed at once, not after the timeout: on a
+// *redis.Client the store watches the client's dials, and the first
+// refused connection opens the circuit breaker and ends every call in
+// flight, which the failure policy then decides (go-redis would otherwise
+// retry the dial and the command until the timeout). The breaker also
+// opens after several failures in a row (WithBreaker: timeouts, errors).
+// While it is open every call decides at once, without trying Redis; after
+// each cool-down one probe (a PING, bounded by the timeout) runs in the
+// background and closes the breaker when Redis answers, so no caller waits
+// on a Redis known to be failing. Decisions come back to Redis within a
+// cool-down (250ms by default) of its return, or within about a second more
+// after a long outage, when go-redis paces its own redials (after PoolSize
+// failed dials its pool redials once a second). The timeout needs a client
+// that obeys context deadlines: set ContextTimeoutEnabled in the go-redis
+// options (New checks it).
 //
 // Keys refused by Redis are remembered locally until their retry time
 // (WithRefusalCache), so a flood from one abusive key costs nothing on Redis:
@@ -105,8 +122,8 @@ var ErrUnsupportedPolicy = errors.New("sluice/redisstore: policy not supported o
 // common tag with WithHashTag.
 var ErrCrossSlot = errors.New("sluice/redisstore: a batch's keys are in different Redis Cluster slots; give them a common hash tag (WithHashTag)")
 
-// ErrBreakerOpen is the cause given with ratelimit.ErrDegraded while the
-// circuit breaker is open.
+// ErrBreakerOpen is the cause WithErrorHandler is given, and LastError
+// wraps, while the circuit breaker is open.
 var ErrBreakerOpen = errors.New("sluice/redisstore: circuit breaker open after repeated Redis failures")
 
 // FailurePolicy is how the store decides when Redis cannot.
@@ -114,14 +131,16 @@ type FailurePolicy uint8
 
 // The failure policies.
 const (
-	// FailClosed refuses every request, with RetryAfter the breaker's
-	// cool-down: no traffic passes unlimited. The default.
+	// FailClosed refuses every request (Source SourceFailClosed), with
+	// RetryAfter the breaker's cool-down: no traffic passes unlimited. The
+	// default.
 	FailClosed FailurePolicy = iota
-	// FailOpen admits every request (Remaining 0, unknown): availability
-	// before the limit.
+	// FailOpen admits every request, uncounted (Source SourceFailOpen;
+	// Remaining and the times unknown, 0): availability before the limit.
 	FailOpen
-	// FailLocal decides with an in-memory store of this process: the limit
-	// holds per process instead of across all of them.
+	// FailLocal decides with an in-memory store of this process (Source
+	// SourceFailLocal): the limit holds per process instead of across all
+	// of them.
 	FailLocal
 )
 
@@ -156,6 +175,8 @@ type Store struct {
 
 	policies  sync.Map // ratelimit.Policy → *policy
 	npolicies atomic.Int64
+	last      atomic.Pointer[error] // the last failure of Redis
+	abort     atomic.Pointer[abort] // the calls in flight (see failfast.go)
 }
 
 // policy is a Policy in the scripts' arithmetic.
@@ -186,6 +207,12 @@ const (
 // default) instead. New therefore refuses a *redis.Client,
 // *redis.ClusterClient or *redis.Ring whose ContextTimeoutEnabled is false,
 // unless WithTimeout(0) leaves the bounds to the client.
+//
+// On a *redis.Client, New adds a hook (AddHook) that reports the client's
+// refused dials to the store, so that a Redis that is gone is decided by
+// the failure policy at once (see Failure); it changes nothing else the
+// client does. On Cluster and Ring clients the breaker opens after
+// WithBreaker's failures instead.
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -211,8 +238,12 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		onError:    cfg.onError,
 		brk:        breaker{threshold: int32(cfg.breakerFailures), cooldown: cfg.breakerCooldown},
 	}
+	s.abort.Store(newAbort())
 	_, s.cluster = client.(*redis.ClusterClient)
 	_, s.ring = client.(*redis.Ring)
+	if c, ok := client.(*redis.Client); ok {
+		c.AddHook(dialWatch{s}) // see failfast.go
+	}
 	if cfg.cacheSize > 0 {
 		s.cache = newRefusalCache(cfg.cacheSize)
 	}
@@ -373,11 +404,13 @@ func sanitize(key string) string {
 // OpReserve's MaxWait counts in whole microseconds, rounded down, so that a
 // granted reservation's Delay (rounded up) never exceeds it.
 //
-// Apply returns the errors of ratelimit.CheckRequests, ErrUnsupportedPolicy,
-// ErrCrossSlot, ctx's error if ctx ends before Redis answers (nothing is
-// decided then), and, with the failure policy's decision in reqs, an error
-// wrapping ratelimit.ErrDegraded and the cause when Redis fails, times out
-// or the breaker is open.
+// Apply follows the error contract of ratelimit.Store: it returns the
+// errors of ratelimit.CheckRequests, ErrUnsupportedPolicy, ErrCrossSlot and
+// ctx's error if ctx ends before Redis answers, all without a decision.
+// When Redis fails, times out or the breaker is open, the failure policy
+// decides: reqs hold its decisions, with Source SourceFailClosed,
+// SourceFailOpen or SourceFailLocal, and Apply returns nil (LastError has
+// the cause).
 func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Request) error {
 	if err := ratelimit.CheckRequests(reqs); err != nil {
 		return err
@@ -410,7 +443,7 @@ func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Reque
 	}
 	if len(reqs) == 1 && reqs[0].Op == ratelimit.OpAllow && leanScripts[int(alg)] != nil {
 		key := s.redisKey(reqs[0].Key, pols[0])
-		if !s.brk.allowNow() {
+		if !s.tryRedis() {
 			return s.degrade(ctx, now, reqs, ErrBreakerOpen)
 		}
 		return s.applyLean(ctx, now, reqs, pols[0], key, gen)
@@ -422,7 +455,7 @@ func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Reque
 	if err := s.sameNode(keys); err != nil {
 		return err
 	}
-	if !s.brk.allowNow() {
+	if !s.tryRedis() {
 		return s.degrade(ctx, now, reqs, ErrBreakerOpen)
 	}
 	args := make([]any, 0, 2+fieldsPerRequest*len(reqs))
@@ -450,9 +483,9 @@ func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Reque
 			int(r.Op), r.N, shadow, maxWait, r.Mark.A, r.Mark.B)
 	}
 
-	cctx, cancel := s.callCtx(ctx)
-	defer cancel()
-	vals, err := s.scripts[alg].Run(cctx, s.client, keys, args...).Int64Slice()
+	c := s.begin(ctx)
+	defer c.end()
+	vals, err := s.scripts[alg].Run(c.ctx, s.client, keys, args...).Int64Slice()
 	if err == nil && len(vals) != 2+7*len(reqs) {
 		err = fmt.Errorf("sluice/redisstore: script answered %d values for %d requests", len(vals), len(reqs))
 	}
@@ -460,14 +493,14 @@ func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Reque
 		if ctx.Err() != nil {
 			return ctx.Err() // the caller gave up: not Redis's failure
 		}
-		s.brk.failure(time.Now())
-		return s.degrade(ctx, now, reqs, err)
+		return s.degrade(ctx, now, reqs, s.callFailed(c, err))
 	}
 	s.brk.success()
 	for i := range reqs {
 		r, v := &reqs[i], vals[2+7*i:]
 		r.Result = ratelimit.Result{
 			Allowed:    v[0] == 1,
+			Source:     ratelimit.SourceLimit,
 			Limit:      int(pols[i].args[2]),
 			Remaining:  int(v[1]),
 			RetryAfter: time.Duration(v[2]) * time.Microsecond,
@@ -503,9 +536,9 @@ func (s *Store) applyLean(ctx context.Context, now time.Time, reqs []ratelimit.R
 	}
 	args = append(args, q.lean...)
 	args = append(args, r.N)
-	cctx, cancel := s.callCtx(ctx)
-	defer cancel()
-	v, err := leanScripts[int(q.alg)].Run(cctx, s.client, []string{key}, args...).Int64Slice()
+	c := s.begin(ctx)
+	defer c.end()
+	v, err := leanScripts[int(q.alg)].Run(c.ctx, s.client, []string{key}, args...).Int64Slice()
 	if err == nil && len(v) != 4 {
 		err = fmt.Errorf("sluice/redisstore: script answered %d values for 4", len(v))
 	}
@@ -513,12 +546,12 @@ func (s *Store) applyLean(ctx context.Context, now time.Time, reqs []ratelimit.R
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		s.brk.failure(time.Now())
-		return s.degrade(ctx, now, reqs, err)
+		return s.degrade(ctx, now, reqs, s.callFailed(c, err))
 	}
 	s.brk.success()
 	r.Result = ratelimit.Result{
 		Allowed:    v[0] == 1,
+		Source:     ratelimit.SourceLimit,
 		Limit:      int(q.args[2]),
 		Remaining:  int(v[1]),
 		RetryAfter: time.Duration(v[2]) * time.Microsecond,
@@ -545,34 +578,32 @@ func (s *Store) sameNode(keys []string) error {
 	return nil
 }
 
-// callCtx bounds a call to Redis by the store's timeout, unless ctx
-// already ends sooner (then ctx is the bound, and no timer is made).
-func (s *Store) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	if s.timeout > 0 {
-		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > s.timeout {
-			return context.WithTimeout(ctx, s.timeout)
-		}
-	}
-	return ctx, noCancel
-}
-
 func noCancel() {}
 
-// degrade decides reqs by the failure policy after cause.
+// degrade decides reqs by the failure policy after cause: a decision, so
+// it returns nil (the local store's error for requests it cannot decide,
+// which CheckRequests has already ruled out).
 func (s *Store) degrade(ctx context.Context, now time.Time, reqs []ratelimit.Request, cause error) error {
-	if s.onError != nil {
-		s.onError(cause)
-	}
+	s.failed(cause)
 	switch s.failure {
 	case FailLocal:
-		if err := s.applyLocal(ctx, now, reqs); err != nil && !errors.Is(err, ratelimit.ErrTooManyKeys) {
+		if err := s.applyLocal(ctx, now, reqs); err != nil {
 			return err
+		}
+		for i := range reqs {
+			if r := &reqs[i]; r.Result.Source != ratelimit.SourceFull {
+				r.Result.Source = ratelimit.SourceFailLocal
+			}
 		}
 	default:
 		open := s.failure == FailOpen
+		src := ratelimit.SourceFailClosed
+		if open {
+			src = ratelimit.SourceFailOpen
+		}
 		for i := range reqs {
 			r := &reqs[i]
-			r.Result = ratelimit.Result{Allowed: open, Limit: r.Policy.Limit().Burst}
+			r.Result = ratelimit.Result{Allowed: open, Source: src, Limit: r.Policy.Limit().Burst}
 			if r.Op == ratelimit.OpReserve {
 				r.Delay, r.Mark = 0, ratelimit.State{}
 			}
@@ -581,7 +612,36 @@ func (s *Store) degrade(ctx context.Context, now time.Time, reqs []ratelimit.Req
 			}
 		}
 	}
-	return fmt.Errorf("%w (%v): %w", ratelimit.ErrDegraded, s.failure, cause)
+	return nil
+}
+
+// failed reports a failure to the error handler and remembers a failure of
+// Redis itself for LastError.
+func (s *Store) failed(cause error) {
+	if s.onError != nil {
+		s.onError(cause)
+	}
+	if cause != ErrBreakerOpen {
+		s.last.Store(&cause)
+	}
+}
+
+// LastError returns the most recent failure of Redis, or nil if there has
+// been none: the cause behind the decisions the failure policy made (those
+// whose Result.Degraded is true, which come with a nil error). It wraps
+// ratelimit.ErrDegraded, ErrBreakerOpen while the circuit breaker is open,
+// and the cause, so errors.Is finds each (context.DeadlineExceeded for a
+// timeout, syscall.ECONNREFUSED for a refused connection). It stays set
+// after Redis recovers; WithErrorHandler sees every failure as it happens.
+func (s *Store) LastError() error {
+	p := s.last.Load()
+	if p == nil {
+		return nil
+	}
+	if s.brk.openNow() {
+		return fmt.Errorf("%w (%v): %w: %w", ratelimit.ErrDegraded, s.failure, ErrBreakerOpen, *p)
+	}
+	return fmt.Errorf("%w (%v): %w", ratelimit.ErrDegraded, s.failure, *p)
 }
 
 // applyLocal decides reqs with the local store. A reservation's mark names

@@ -55,8 +55,11 @@ func silentServer(t *testing.T) string {
 }
 
 // TestTimeoutOnHungRedis: a Redis that accepts but never answers is a
-// failure within the store's timeout, not after the client's 3s read
-// timeout; and New refuses a client that would ignore the timeout.
+// failure when the store's timeout ends the call, not the client's own read
+// timeout (a minute here: only the store's timeout can end the call before
+// the test's own deadline); and New refuses a client that would ignore the
+// timeout. What is checked is the cause, not the elapsed time, which is
+// logged.
 func TestTimeoutOnHungRedis(t *testing.T) {
 	addr := silentServer(t)
 	deaf := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
@@ -68,9 +71,9 @@ func TestTimeoutOnHungRedis(t *testing.T) {
 		t.Fatalf("New with WithTimeout(0): %v", err)
 	}
 
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ReadTimeout: time.Minute, WriteTimeout: time.Minute, ContextTimeoutEnabled: true})
 	defer c.Close()
-	s := newStore(t, c, redisstore.WithTimeout(50*time.Millisecond))
+	s := newStore(t, c, redisstore.WithTimeout(50*time.Millisecond), redisstore.WithBreaker(0, 0))
 	l, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 5, Period: time.Second}, ratelimit.WithStore(s))
 	if err != nil {
 		t.Fatal(err)
@@ -82,19 +85,21 @@ func TestTimeoutOnHungRedis(t *testing.T) {
 	ctx := context.Background()
 	start := time.Now()
 	res, err := l.Allow(ctx, "k")
-	if took := time.Since(start); took > time.Second {
-		t.Errorf("Allow took %v on a hung Redis, want about the 50ms timeout", took)
+	t.Logf("Allow on a hung Redis took %v (timeout 50ms)", time.Since(start))
+	if err != nil || res.Allowed || res.Source != ratelimit.SourceFailClosed {
+		t.Errorf("Allow on a hung Redis: %+v %v, want a FailClosed refusal", res, err)
 	}
-	if !errors.Is(err, ratelimit.ErrDegraded) || res.Allowed {
-		t.Errorf("Allow on a hung Redis: %+v %v, want a FailClosed refusal with ErrDegraded", res, err)
+	if err := s.LastError(); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "timeout (50ms)") {
+		t.Errorf("LastError %v, want the store's 50ms deadline", err)
 	}
 	start = time.Now()
 	_, res, err = cc.Acquire(ctx, "k")
-	if took := time.Since(start); took > time.Second {
-		t.Errorf("Acquire took %v on a hung Redis, want about the 50ms timeout", took)
+	t.Logf("Acquire on a hung Redis took %v (timeout 50ms)", time.Since(start))
+	if err != nil || res.Allowed || res.Source != ratelimit.SourceFailClosed {
+		t.Errorf("Acquire on a hung Redis: %+v %v, want a FailClosed refusal", res, err)
 	}
-	if !errors.Is(err, ratelimit.ErrDegraded) || res.Allowed {
-		t.Errorf("Acquire on a hung Redis: %+v %v, want a FailClosed refusal with ErrDegraded", res, err)
+	if err := s.LastError(); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "timeout (50ms)") {
+		t.Errorf("LastError %v, want the store's 50ms deadline", err)
 	}
 }
 
@@ -177,7 +182,7 @@ func TestSlidingLogMembersUnique(t *testing.T) {
 func TestFailLocalReservations(t *testing.T) {
 	srv := redistest.Start(t)
 	s := newStore(t, client(t, srv.Addr), redisstore.WithCallerTime(), redisstore.WithFailurePolicy(redisstore.FailLocal),
-		redisstore.WithBreaker(0, 0), redisstore.WithTimeout(time.Second), redisstore.WithRefusalCache(0))
+		redisstore.WithBreaker(0, 0), redisstore.WithRefusalCache(0))
 	p, err := ratelimit.NewPolicy(ratelimit.TokenBucket, ratelimit.Limit{Rate: 1, Period: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +200,7 @@ func TestFailLocalReservations(t *testing.T) {
 	var local ratelimit.Request
 	for i := range 2 { // the second waits an hour: a refundable reservation
 		r, err := apply(ratelimit.Request{Op: ratelimit.OpReserve, N: 1})
-		if !errors.Is(err, ratelimit.ErrDegraded) || !r.Result.Allowed {
+		if err != nil || !r.Result.Allowed || r.Result.Source != ratelimit.SourceFailLocal {
 			t.Fatalf("local reservation %d: %+v %v", i, r, err)
 		}
 		local = r
@@ -278,7 +283,7 @@ func TestFailClosedRetryAfter(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := l.Allow(context.Background(), "k")
-	if !errors.Is(err, ratelimit.ErrDegraded) || res.Allowed || res.RetryAfter != 250*time.Millisecond {
+	if err != nil || res.Allowed || res.Source != ratelimit.SourceFailClosed || res.RetryAfter != 250*time.Millisecond {
 		t.Fatalf("%+v %v, want a refusal with RetryAfter 250ms", res, err)
 	}
 	if _, err := redisstore.New(c, redisstore.WithBreaker(0, -time.Second)); err == nil {
@@ -325,7 +330,7 @@ func TestRing(t *testing.T) {
 // answer at once instead of each waiting out the timeout on a dead Redis.
 func TestLeaseWithBreakerOpen(t *testing.T) {
 	srv := redistest.Start(t)
-	s := newStore(t, client(t, srv.Addr), redisstore.WithBreaker(1, time.Hour), redisstore.WithTimeout(time.Second))
+	s := newStore(t, client(t, srv.Addr), redisstore.WithBreaker(1, time.Hour))
 	cc, err := redisstore.NewConcurrency(s, 2, time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -336,8 +341,8 @@ func TestLeaseWithBreakerOpen(t *testing.T) {
 		t.Fatal(res, err)
 	}
 	srv.Kill()
-	if _, _, err := cc.Acquire(ctx, "k"); !errors.Is(err, ratelimit.ErrDegraded) {
-		t.Fatalf("acquire with Redis dead: %v", err)
+	if _, res, err := cc.Acquire(ctx, "k"); err != nil || res.Source != ratelimit.SourceFailClosed {
+		t.Fatalf("acquire with Redis dead: %+v %v", res, err)
 	}
 	for name, f := range map[string]func(context.Context) (bool, error){"release": lease.Release, "renew": lease.Renew} {
 		if ok, err := f(ctx); ok || !errors.Is(err, redisstore.ErrBreakerOpen) {
