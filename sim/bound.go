@@ -37,8 +37,11 @@ type fluidBound struct {
 	pauses *pauses // nil: none
 	q      float64 // backlog, requests
 	last   int64   // process time of the last arrival
-	n      int64   // requests after warm-up
-	lost   int64   // of which no policy could serve in time
+	mu     float64 // capacity at the factors below, requests per ns
+	coreF  float64
+	svcF   float64
+	n      int64 // requests after warm-up
+	lost   int64 // of which no policy could serve in time
 }
 
 func newFluidBound(s *Scenario, p *pauses) fluidBound {
@@ -51,7 +54,10 @@ func (f *fluidBound) arrive(t int64, counted bool, coreF, svcF float64) {
 	if f.pauses != nil {
 		t = f.pauses.proc(t)
 	}
-	mu := f.srv.capacityAt(svcF, coreF, 1) / 1e9 // requests per ns
+	if f.mu == 0 || coreF != f.coreF || svcF != f.svcF {
+		f.mu, f.coreF, f.svcF = f.srv.capacityAt(svcF, coreF, 1)/1e9, coreF, svcF
+	}
+	mu := f.mu
 	f.q = max(0, f.q-float64(t-f.last)*mu)
 	f.last = t
 	if counted {
@@ -100,13 +106,36 @@ func (sc *Scenario) capacityAt(st *serverState) float64 {
 	return sc.Server.capacityAt(st.svcFactor, st.coreFactor, sc.meanWaitFactor(st)) * sc.Server.GC.share()
 }
 
-// floorAt returns the server's true floor under state st: the mean RTT of
-// a request served alone, E[S]·svcFactor at the speed one request gets
-// from the cores left (1 with a whole core), plus the mean wait. The
-// mean, not the median: with Little's law it is what ties a concurrency
-// limit to throughput. GC pauses are left out.
-func (sc *Scenario) floorAt(st *serverState) time.Duration {
-	svc := float64(sc.Server.Service.MeanValue()) * st.svcFactor / speed1(float64(sc.Server.Cores)*st.coreFactor, sc.Server.Contention)
-	w := float64(sc.Server.Wait.MeanValue()) * sc.meanWaitFactor(st)
-	return time.Duration(math.Round(svc + w))
+// floorAt returns the server's true floor under state st: the RTT of a
+// request served alone, as its mean and its median. The CPU time E[S]
+// (median m[S]) is scaled by svcFactor and divided by the speed one request
+// gets from the cores left (1 with a whole core); the dependency wait's
+// mean (median) is scaled by its factor and added. The median of the sum is
+// taken as the sum of the medians, exact when the wait is constant, as in
+// the zoo. GC pauses are left out.
+func (sc *Scenario) floorAt(st *serverState) (mean, median time.Duration) {
+	speed := speed1(float64(sc.Server.Cores)*st.coreFactor, sc.Server.Contention)
+	wf := sc.meanWaitFactor(st)
+	at := func(svc, wait time.Duration) time.Duration {
+		return time.Duration(math.Round(float64(svc)*st.svcFactor/speed + float64(wait)*wf))
+	}
+	return at(sc.Server.Service.MeanValue(), sc.Server.Wait.MeanValue()), at(sc.Server.Service.Median(), sc.Server.Wait.Median())
+}
+
+// floorError is how far a floor estimate is from the true floor, whose
+// mean and median are both right answers: a learner that summarises its
+// windows by their median sees the median, Little's law needs the mean. An
+// estimate between the two is exact; one outside is off by its relative
+// distance to the nearer one; no estimate (0) is off by 1.
+func floorError(est, mean, median time.Duration) float64 {
+	lo, hi := min(mean, median), max(mean, median)
+	switch {
+	case est <= 0:
+		return 1
+	case est < lo:
+		return 1 - float64(est)/float64(lo)
+	case est > hi:
+		return float64(est)/float64(hi) - 1
+	}
+	return 0
 }

@@ -23,10 +23,12 @@ type Point struct {
 	// per second (the nominal one scaled by the changes in force).
 	Capacity float64 `json:"capacity"`
 	// Floor is the policy's estimate of the service's floor at the end of
-	// the interval (0: the policy has none; see Floorer), FloorTrue the
-	// model's true floor then: the mean RTT of a request served alone.
-	Floor     time.Duration `json:"floor,omitempty"`
-	FloorTrue time.Duration `json:"floor_true"`
+	// the interval (0: the policy has none; see Floorer); FloorTrue and
+	// FloorMedian are the model's true floor then, the mean and the median
+	// RTT of a request served alone.
+	Floor       time.Duration `json:"floor,omitempty"`
+	FloorTrue   time.Duration `json:"floor_true"`
+	FloorMedian time.Duration `json:"floor_median"`
 	// Prio splits Offered, Goodput and Rejected by priority: Prio[p] is
 	// priority p's part of the interval (zero for a priority no class
 	// has). Summed over the priorities they give the fields above, up to
@@ -59,6 +61,10 @@ type TargetResult struct {
 	// (encoded in JSON as null, which JSON has for no number).
 	Value float64 `json:"value"`
 	Pass  bool    `json:"pass"`
+	// NA reports that the figure does not apply to the run (a target on
+	// the floor estimate of a policy without one): the target counts as
+	// met.
+	NA bool `json:"na,omitempty"`
 }
 
 // MarshalJSON encodes the verdict, with an infinite or undefined Value as
@@ -70,7 +76,8 @@ func (t TargetResult) MarshalJSON() ([]byte, error) {
 			Target string   `json:"target"`
 			Value  *float64 `json:"value"`
 			Pass   bool     `json:"pass"`
-		}{t.Target, nil, t.Pass})
+			NA     bool     `json:"na,omitempty"`
+		}{t.Target, nil, t.Pass, t.NA})
 	}
 	return json.Marshal(plain(t))
 }
@@ -147,8 +154,9 @@ type IncidentResult struct {
 // after every change before it (the start, a load phase, a change of the
 // server, the incident's start and restore).
 type FloorResult struct {
-	// FloorError is the worst relative error |estimate/true − 1| over
-	// those intervals (an estimate of 0 counts as 1).
+	// FloorError is the worst relative error over those intervals: 0
+	// between the true floor's median and mean, else the relative
+	// distance to the nearer of them (an estimate of 0 counts as 1).
 	FloorError float64 `json:"floor_error"`
 	// FloorIntervals is the number of intervals judged (0: none, and
 	// FloorError means nothing).
@@ -480,6 +488,10 @@ func (m *metricsAcc) result(s *Scenario, policy string, seed uint64, capacity fl
 	r.ShedStartLoad = m.shedStart(s)
 	r.Pass = true
 	for _, t := range s.Targets {
+		if !r.applies(t.Metric) {
+			r.Targets = append(r.Targets, TargetResult{Target: t.String(), Value: math.NaN(), Pass: true, NA: true})
+			continue
+		}
 		v, ok := r.metric(t.Metric)
 		pass := ok && (t.Min == nil || v >= *t.Min) && (t.Max == nil || v <= *t.Max)
 		r.Targets = append(r.Targets, TargetResult{Target: t.String(), Value: v, Pass: pass})
@@ -509,7 +521,7 @@ func (m *metricsAcc) server(s *Scenario, r *Result) {
 		st := s.stateAt(p.T - s.Interval)
 		p.Capacity = s.capacityAt(&st)
 		end := s.stateAt(p.T - 1)
-		p.FloorTrue = s.floorAt(&end)
+		p.FloorTrue, p.FloorMedian = s.floorAt(&end)
 		if !m.hasFloor {
 			continue
 		}
@@ -523,11 +535,7 @@ func (m *metricsAcc) server(s *Scenario, r *Result) {
 			continue
 		}
 		judged++
-		e := 1.0
-		if p.Floor > 0 {
-			e = math.Abs(float64(p.Floor)/float64(p.FloorTrue) - 1)
-		}
-		worst = max(worst, e)
+		worst = max(worst, floorError(p.Floor, p.FloorTrue, p.FloorMedian))
 	}
 	if m.hasFloor {
 		r.FloorResult = &FloorResult{FloorError: worst, FloorIntervals: judged}
@@ -726,6 +734,12 @@ func cov(xs []float64) float64 {
 		v += (x - mean) * (x - mean)
 	}
 	return math.Sqrt(v/float64(len(xs))) / mean
+}
+
+// applies reports whether the named figure applies to the run: a figure of
+// the floor estimate does not to a policy that has none.
+func (r *Result) applies(name string) bool {
+	return name != "floor_error" || r.FloorResult != nil
 }
 
 // metric returns the named summary figure (a JSON field name of Result), or

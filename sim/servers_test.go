@@ -247,10 +247,11 @@ func TestGCPausesStopThePolicy(t *testing.T) {
 
 // TestFloorIsJudgedAfterEachChange: the floor estimate is judged against
 // the true floor only 10 s or more after each change; a constant estimate
-// is exact until the service time doubles and 50% off from 10 s later.
+// is exact until the (constant) service time doubles and 50% off from 10 s
+// later.
 func TestFloorIsJudgedAfterEachChange(t *testing.T) {
 	sc := Scenario{Name: "floor", Duration: 40 * time.Second, Load: []Phase{{Load: 0.5}},
-		Server: Server{Cores: 2, Service: Exp(2 * time.Millisecond), Changes: []Change{{At: 20 * time.Second, ServiceFactor: 2}}}}
+		Server: Server{Cores: 2, Service: Const(2 * time.Millisecond), Changes: []Change{{At: 20 * time.Second, ServiceFactor: 2}}}}
 	spec := PolicySpec{Name: "rec", New: func(e Env) (Policy, error) { return &recorder{env: e, floor: 2 * time.Millisecond}, nil }}
 	for _, c := range []struct {
 		dur     time.Duration
@@ -279,5 +280,34 @@ func TestFloorIsJudgedAfterEachChange(t *testing.T) {
 	}
 	if r.FloorResult == nil || r.Series[len(r.Series)-1].Floor <= 0 {
 		t.Errorf("vegas reports its no-load RTT as its floor, got %+v", r.FloorResult)
+	}
+}
+
+// TestFloorError: the true floor is a distribution; an estimate between its
+// median and its mean is right, one outside is off by its distance to the
+// nearer one.
+func TestFloorError(t *testing.T) {
+	const ms = time.Millisecond
+	for _, c := range []struct {
+		est, mean, median time.Duration
+		want              float64
+	}{
+		{3 * ms, 4 * ms, 2 * ms, 0}, {2 * ms, 4 * ms, 2 * ms, 0}, {1 * ms, 4 * ms, 2 * ms, 0.5},
+		{6 * ms, 4 * ms, 2 * ms, 0.5}, {0, 4 * ms, 2 * ms, 1}, {3 * ms, 2 * ms, 4 * ms, 0},
+	} {
+		if got := floorError(c.est, c.mean, c.median); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("floorError(%v, mean %v, median %v) = %v, want %v", c.est, c.mean, c.median, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		d    Dist
+		want time.Duration
+	}{
+		{Exp(10 * ms), 6931472}, {Const(10 * ms), 10 * ms}, {LogNormal(10*ms, 1), 6065307},
+		{TwoPoint(ms, 10*ms, 0.1), ms}, {TwoPoint(ms, 10*ms, 0.9), 10 * ms},
+	} {
+		if got := c.d.Median(); got != c.want {
+			t.Errorf("%v: median %v, want %v", c.d, got, c.want)
+		}
 	}
 }
