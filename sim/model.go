@@ -30,6 +30,9 @@ const (
 	// FIFO is M/M/c-style: Cores cores take admitted requests from one
 	// FIFO queue and run each to completion on one core, without sharing.
 	// A dependency wait holds no core.
+	//
+	// In Pool and FIFO the CPU cost of a rejection (Server.RejectCost) skips
+	// the queue and shares the cores with the requests on them.
 	FIFO
 )
 
@@ -120,6 +123,7 @@ type server struct {
 	queue    []queued
 	qhead    int
 	pauses   *pauses // nil: none
+	now      int64   // the real time the cores were last brought up to
 }
 
 // queued is a request in the FIFO queue, with the generation it had when it
@@ -145,18 +149,31 @@ func newServer(s Server, seed uint64, end int64) server {
 // advance brings the cores up to real time t.
 func (s *server) advance(t int64) {
 	if s.pauses != nil {
+		s.now = t
 		t = s.pauses.proc(t)
 	}
 	s.ps.advance(t)
 }
 
 // next returns the real time of the next end of a CPU phase, never if none.
+// With pauses, a CPU phase that ends at the very process time the cores
+// stand at (the start of a pause in progress, or of one that just ended:
+// the cores' next time is rounded up to the nanosecond from wherever they
+// were last brought up to) ends now, or at the end of the pause in
+// progress: never in the past.
 func (s *server) next() int64 {
 	t := s.ps.next()
 	if s.pauses == nil || t == never {
 		return t
 	}
-	return s.pauses.real(t)
+	t = s.pauses.real(t)
+	if t < s.now {
+		t = s.now
+		if end := s.pauses.until(t); end >= 0 {
+			t = end
+		}
+	}
+	return t
 }
 
 // admit takes in an admitted request: onto the cores, or into the queue

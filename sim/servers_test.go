@@ -113,6 +113,24 @@ func TestGCPauseStallsProgress(t *testing.T) {
 			t.Errorf("real(%v) = %v, want %v", time.Duration(c.proc), time.Duration(got), time.Duration(c.real))
 		}
 	}
+	// Brought up to a moment inside the pause (the engine does when an
+	// event falls there), the cores stand at the pause's start: a CPU
+	// phase that ends there ends when the pause does, not in the past.
+	// (The matrix met it: gc/1/exp/cold-5x under none, seed 5, moved the
+	// clock 5 ms back, the float work level of a request landing on the
+	// pause's start.)
+	srv = server{ps: ps{cores: 1}, pauses: p}
+	r = &request{work: float64(5 * time.Millisecond), hidx: -1}
+	srv.advance(0)
+	srv.admit(r)
+	srv.advance(int64(6 * time.Millisecond))
+	if got := srv.next(); got != int64(8*time.Millisecond) {
+		t.Fatalf("a CPU phase due at a pause's start, asked 1 ms into the pause: ends at %v, want 8ms", time.Duration(got))
+	}
+	srv.advance(int64(8 * time.Millisecond))
+	if got := srv.next(); got != int64(8*time.Millisecond) {
+		t.Fatalf("asked at the pause's end: ends at %v, want 8ms", time.Duration(got))
+	}
 	if got := p.until(6e6); got != 8e6 {
 		t.Errorf("until(6ms) = %v, want 8ms", time.Duration(got))
 	}
