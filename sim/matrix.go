@@ -236,7 +236,7 @@ func runRow(row *MatrixRow, sc Scenario, cfg *MatrixConfig) {
 		v := Verdict{Policy: spec.Name}
 		var rs []*Result
 		for k := range cfg.Seeds {
-			r, err := Run(sc, spec, cfg.Seed+uint64(k))
+			r, err := safeRun(sc, spec, cfg.Seed+uint64(k))
 			if err != nil {
 				v.Err = err
 				break
@@ -249,6 +249,17 @@ func runRow(row *MatrixRow, sc Scenario, cfg *MatrixConfig) {
 		}
 		row.Policies = append(row.Policies, v)
 	}
+}
+
+// safeRun is Run with a panic (a bug, in the simulator or a policy) turned
+// into an error, so that one run cannot take down the matrix.
+func safeRun(sc Scenario, spec PolicySpec, seed uint64) (r *Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r, err = nil, fmt.Errorf("sim: %s under %s, seed %d: panic: %v", sc.Name, spec.Name, seed, p)
+		}
+	}()
+	return Run(sc, spec, seed)
 }
 
 // judge checks each target on the worst of rs, relaxed where the best
@@ -342,7 +353,7 @@ func bestFixed(sc Scenario, cfg *MatrixConfig) BestFixed {
 		}
 		e := eval{figures: map[string]float64{}}
 		for k := range cfg.SweepSeeds {
-			r, err := Run(sc, fixedPolicy(n), cfg.Seed+uint64(k))
+			r, err := safeRun(sc, fixedPolicy(n), cfg.Seed+uint64(k))
 			if err != nil {
 				if firstErr == nil {
 					firstErr = err

@@ -433,11 +433,8 @@ func writeMatrixMisses(w io.Writer, m *sim.Matrix) {
 	fmt.Fprintf(w, "## Where even the best fixed limit misses the targets\n\n")
 	var lines []string
 	for _, r := range m.Rows {
-		if len(r.Policies) == 0 {
-			continue
-		}
 		var miss []string
-		for _, c := range r.Policies[0].Checks {
+		for _, c := range refChecks(r) {
 			if c.Relaxed {
 				miss = append(miss, fmt.Sprintf("%s %s (target %s)", checkLabel(c.Metric), fmtCheck(c.Metric, c.Best), fmtTarget(c.Absolute)))
 			}
@@ -453,13 +450,21 @@ func writeMatrixMisses(w io.Writer, m *sim.Matrix) {
 	fmt.Fprintf(w, "%d of %d rows; their targets are relaxed to 97%% of the best fixed limit's figure:\n\n%s\n\n", len(lines), len(m.Rows), strings.Join(lines, "\n"))
 }
 
+// refChecks returns the checks of the row's first policy that ran: their
+// targets and the best fixed limit's figures are the same for every policy.
+func refChecks(r sim.MatrixRow) []sim.Check {
+	for _, v := range r.Policies {
+		if v.Err == nil {
+			return v.Checks
+		}
+	}
+	return nil
+}
+
 // rowTargets lists a row's targets as judged, relaxed ones marked *.
 func rowTargets(r sim.MatrixRow) string {
-	if len(r.Policies) == 0 {
-		return ""
-	}
 	var ts []string
-	for _, c := range r.Policies[0].Checks {
+	for _, c := range refChecks(r) {
 		s := fmtTarget(c.Target)
 		if c.Relaxed {
 			s += "*"
@@ -475,11 +480,9 @@ func bestCell(r sim.MatrixRow) string {
 		return "error"
 	}
 	parts := []string{fmt.Sprintf("L=%d", r.Best.Limit)}
-	if len(r.Policies) > 0 {
-		for _, c := range r.Policies[0].Checks {
-			if !math.IsNaN(c.Best) {
-				parts = append(parts, checkLabel(c.Metric)+" "+fmtCheck(c.Metric, c.Best))
-			}
+	for _, c := range refChecks(r) {
+		if !math.IsNaN(c.Best) {
+			parts = append(parts, checkLabel(c.Metric)+" "+fmtCheck(c.Metric, c.Best))
 		}
 	}
 	return strings.Join(parts, ", ")
