@@ -55,8 +55,8 @@ type MatrixRow struct {
 
 // BestFixed is the fixed concurrency limit (the static policy at Limit)
 // that gave the most goodput within the SLO, after warm-up, in a row,
-// found by a sweep: limits L*/16 … 8·L* by doubling (L* the static
-// policy's tuned limit, Env.TunedLimit, at most 10,000), then ×2^(±1/2)
+// found by a sweep: limits L*/8 … 4·L* by doubling (L* the static
+// policy's tuned limit, Env.TunedLimit; at most 10,000), then ×2^(±1/2)
 // and ×2^(±1/4) around the best so far.
 type BestFixed struct {
 	Limit int
@@ -378,7 +378,7 @@ func bestFixed(sc Scenario, cfg *MatrixConfig) BestFixed {
 			best = n
 		}
 	}
-	lo, hi := max(1, tuned/16), min(maxLimit, tuned*8)
+	lo, hi := max(1, tuned/8), min(maxLimit, tuned*4)
 	for n := lo; n < hi; n *= 2 {
 		try(n)
 	}
