@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -108,6 +109,9 @@ func runMatrix(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice matrix: -seeds and -sweep-seeds must be at least 1, -parallel not negative, -scale positive")
 		return 2
 	}
+	// The simulator allocates a request per arrival in flight: a lazier GC
+	// saves about a tenth of the CPU at some tens of MB more.
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	start := time.Now()
 	if isTerminal(stderr) {
 		cfg.Progress = func(done, total int) {
