@@ -284,7 +284,7 @@ func writeMatrix(w io.Writer, m *sim.Matrix, args []string, took time.Duration) 
 	}
 	fmt.Fprintf(w, "Every row is a server model × cores × service distribution × incident scenario, run in virtual time against the real limiter code "+
 		"(`sim.RunMatrix`). Every zoo server has a capacity of %d requests/s: the mean CPU time is cores × 1 ms; "+
-		"the SLO is 10× the mean CPU time plus the fixed wait, and clients give up at 2× the SLO; rejections cost nothing.\n\n", sim.ZooCapacity)
+		"the SLO is 10× the mean CPU time plus the fixed wait, and clients give up at 3× the SLO; rejections cost nothing.\n\n", sim.ZooCapacity)
 
 	fmt.Fprintf(w, "## Summary\n\n")
 	sum := m.Summary()
