@@ -188,6 +188,8 @@ func TestShed(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.AttachShedder(s)
+	first, _ := s.TryAcquire(shed.CriticalPlus, 0) // critical work arrives: the reserve keeps room for it
+	first.Success()
 	low, _ := s.TryAcquire(shed.Sheddable, 1)
 	s.TryAcquire(shed.Sheddable, 2)
 	crit, _ := s.TryAcquire(shed.CriticalPlus, 3)
@@ -199,7 +201,7 @@ func TestShed(t *testing.T) {
 		"sluice.shed.decisions.sheddable.admitted":      1,
 		"sluice.shed.decisions.sheddable.shed":          1,
 		"sluice.shed.decisions.sheddable.gate_full":     0,
-		"sluice.shed.decisions.critical_plus.admitted":  1,
+		"sluice.shed.decisions.critical_plus.admitted":  2,
 		"sluice.shed.decisions.critical_plus.gate_full": 1,
 		"sluice.shed.decisions.critical_plus.shed":      0,
 	})

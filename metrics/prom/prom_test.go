@@ -320,6 +320,8 @@ func TestShed(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.AttachShedder(s)
+	first, _ := s.TryAcquire(shed.CriticalPlus, 0) // critical work arrives: the reserve keeps room for it
+	first.Success()
 	low, _ := s.TryAcquire(shed.Sheddable, 1)
 	s.TryAcquire(shed.Sheddable, 2) // the other half is reserved
 	crit, _ := s.TryAcquire(shed.CriticalPlus, 3)
@@ -332,7 +334,7 @@ func TestShed(t *testing.T) {
 sluice_shed_cutoff_level 512
 # HELP sluice_shed_decisions_total Load shedder decisions, by priority and outcome.
 # TYPE sluice_shed_decisions_total counter
-sluice_shed_decisions_total{outcome="admitted",priority="critical_plus"} 1
+sluice_shed_decisions_total{outcome="admitted",priority="critical_plus"} 2
 sluice_shed_decisions_total{outcome="gate_full",priority="critical_plus"} 1
 sluice_shed_decisions_total{outcome="shed",priority="critical_plus"} 0
 sluice_shed_decisions_total{outcome="admitted",priority="sheddable"} 1
