@@ -174,7 +174,8 @@ func (s *SchedulerLatency) exceeds(q float64, threshold time.Duration) bool {
 // rule:
 //
 //	limit' = limit · max(target / delay, ½)      delay > target
-//	       = limit + max(1, limit/10)            delay < 0.9·target and the limit refused callers
+//	       = limit · min(0.9·target / delay, 2)  delay < 0.9·target and the limit refused
+//	         (and at least limit + 1)            callers
 //	       = limit                               otherwise
 //	target = max(frontMinTarget, k · RTT)
 //	k      = frontLoose − (frontLoose − frontTight) · min(1, pressure / frontHeavy)
@@ -185,6 +186,10 @@ func (s *SchedulerLatency) exceeds(q float64, threshold time.Duration) bool {
 // refused a queue of a few service times is the normal jitter of a busy
 // process and refusing would cost goodput; under real overload a queue buys
 // no throughput, only latency, and it is held to about one service time.
+// The limit counts goroutines, not work: a service whose many goroutines
+// each need microseconds (handlers waking from I/O) may have a long run
+// queue and a short wait, and the limit then doubles per window until the
+// wait, not the count, binds.
 // The queue is read afresh at most every frontInterval, so a burst is
 // refused as soon as it queues, without waiting for a window.
 type front struct {
@@ -276,7 +281,11 @@ func (f *front) take(s *Sample) {
 	case d > target:
 		f.limitF *= max(target/d, 0.5)
 	case d < 0.9*target && s.FrontRefused > 0:
-		f.limitF += max(1, f.limitF/10)
+		grow := 2.0
+		if d > 0 {
+			grow = min(grow, 0.9*target/d)
+		}
+		f.limitF = max(f.limitF*grow, f.limitF+1)
 	}
 	f.limitF = max(f.limitF, frontMin)
 	f.limit.Store(int64(math.Round(f.limitF)))

@@ -123,24 +123,30 @@ func TestFrontLimitLearnsFromTheDelay(t *testing.T) {
 	f.delay = 100 * time.Microsecond
 	frontWindow(t, g, c, f, 0)
 	check("under the target, nobody refused")
-	// Under the target while it refused callers: grow by a tenth (≥ 1).
+	// Far under the target while it refused callers: double.
 	s = frontWindow(t, g, c, f, 5)
 	if s.FrontRefused != 5 || s.Rejected != 0 {
 		t.Fatalf("front refusals %d, gate rejections %d; want 5 and 0 (the gate had room)", s.FrontRefused, s.Rejected)
 	}
-	want += max(1, want/10)
-	check("under the target, 5 refused")
+	want *= 2
+	check("far under the target, 5 refused")
 	// With 5 of 16 arrivals refused (EMA 0.3 over three windows
 	// again), the target tightens towards frontTight RTTs.
-	frontWindow(t, g, c, f, 5)
-	want += max(1, want/10)
-	check("grow again")
+	// Just under it: grow by the ratio, 0.9·target/delay (the target is now
+	// tighter: 5 of 16 refused, twice).
 	p := 0.0
-	for range 3 {
-		p += 0.3 * (5.0/16 - p) // 5 refused, 11 passed
+	for range 2 {
+		p += 0.3 * (5.0/16 - p)
 	}
 	k := frontLoose - (frontLoose-frontTight)*min(1, p/frontHeavy)
 	target := max(float64(frontMinTarget), k*float64(time.Millisecond))
+	f.delay = time.Duration(0.8 * target)
+	frontWindow(t, g, c, f, 5)
+	want = max(want*0.9*target/float64(f.delay), want+1)
+	check("just under the target")
+	p += 0.3 * (5.0/16 - p) // 5 refused, 11 passed: the third such window
+	k = frontLoose - (frontLoose-frontTight)*min(1, p/frontHeavy)
+	target = max(float64(frontMinTarget), k*float64(time.Millisecond))
 	f.delay = time.Duration(1.5 * target)
 	frontWindow(t, g, c, f, 5)
 	want = max(want*target/float64(f.delay), frontMin)
