@@ -41,6 +41,7 @@ var contenders = []contender{
 	{name: "shed", about: "interceptors.ShedMiddleware / ShedInterceptors over shed.New(gate, shed.WithReserve(0.2)), gate adaptive.New(gradient.New())", http: shedHTTP(readmeShedder), grpc: shedGRPC(readmeShedder)},
 	{name: "failsafe", about: "failsafe-go adaptivelimiter.NewBuilder[any]().Build() (defaults), TryAcquirePermit or 503 / UNAVAILABLE, Record after the handler", http: failsafeHTTP(defaultFailsafe), grpc: failsafeGRPC(defaultFailsafe)},
 	{name: "shed-sched", about: "as shed, plus shed.WithSaturation(shed.SchedulerLatency(0.99, 5ms)) (shed's example)", http: shedHTTP(schedShedder), grpc: shedGRPC(schedShedder)},
+	{name: "gradient-nofront", extra: true, about: "as gradient, with the front limit off (adaptive.WithFrontSignal(nil)): what the gate's own limit refuses", http: gateHTTP(gradientNoFront), grpc: gateGRPC(gradientNoFront)},
 	{name: "shed-readme", extra: true, about: "as shed, over the README quick start's gate: adaptive.New(gradient.New(gradient.WithMaxRTT(5ms)))", http: shedHTTP(readmeMaxRTTShedder), grpc: shedGRPC(readmeMaxRTTShedder)},
 }
 
@@ -81,7 +82,11 @@ func findContender(name string) (contender, error) {
 }
 
 func gradientGate() (*adaptive.Limiter, error) { return adaptive.New(gradient.New()) }
-func vegasGate() (*adaptive.Limiter, error)    { return adaptive.New(vegas.New()) }
+
+func gradientNoFront() (*adaptive.Limiter, error) {
+	return adaptive.New(gradient.New(), adaptive.WithFrontSignal(nil))
+}
+func vegasGate() (*adaptive.Limiter, error) { return adaptive.New(vegas.New()) }
 
 // fullGate returns a gate of limit 1 whose one token is taken and never
 // released: it refuses every request.
