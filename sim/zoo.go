@@ -28,8 +28,8 @@ var ZooCores = []int{1, 4, 16, 64}
 // ZooModel is a server structure of the zoo, built for any core count and
 // service-time distribution by Server.
 type ZooModel struct {
-	Name        string
-	Description string
+	Name        string // e.g. "pool", or a combination such as "pool+wait+gc"
+	Description string // what the model is, in a few words
 	base        Model
 	wait        bool // a fixed dependency wait of 20 × the mean service time
 	gc          bool // GC pauses of 5 ms every 1 s ± 250 ms
@@ -105,9 +105,9 @@ func zooModel(name string) (ZooModel, bool) {
 // ZooDist is a family of service-time distributions of the zoo, given a
 // mean by New.
 type ZooDist struct {
-	Name        string
-	Description string
-	New         func(mean time.Duration) Dist
+	Name        string                        // "exp", "lognormal" or "bimodal"
+	Description string                        // the family in a few words
+	New         func(mean time.Duration) Dist // the distribution with this mean
 }
 
 // ZooDists returns the zoo's service-time distributions: exponential,
