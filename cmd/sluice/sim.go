@@ -76,10 +76,71 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		return runSeedScenarios(stdout, stderr, seedScs, *seed, *seeds, *asJSON, false)
 	}
+	all, allErrs := runGrid(stderr, scs, pols, *seed, *seeds)
+	results, errs := all[0], allErrs[0]
+	// With the default policies, the priority shedders also run on the
+	// scenarios with priorities: there the gates alone cannot meet the
+	// per-priority targets, and the shedder is what a service would use
+	// (on one priority it is the gate alone, figure for figure).
+	var shScs []sim.Scenario
+	var shPols []sim.PolicySpec
+	if *policies == "" {
+		for _, sc := range scs {
+			if len(sc.Classes) > 1 {
+				shScs = append(shScs, sc)
+			}
+		}
+		if len(shScs) > 0 {
+			shPols = sim.ExtraPolicies()
+		}
+	}
+	var shAll [][][]*sim.Result
+	var shErrs [][][]error
+	if len(shScs) > 0 {
+		shAll, shErrs = runGrid(stderr, shScs, shPols, *seed, *seeds)
+	}
+
+	code := 0
+	switch {
+	case *asJSON:
+		for k := range all {
+			code = max(code, printJSON(stdout, stderr, scs, pols, all[k], allErrs[k]))
+			if len(shScs) > 0 {
+				code = max(code, printJSON(stdout, stderr, shScs, shPols, shAll[k], shErrs[k]))
+			}
+		}
+	case *seeds > 1:
+		code = printSeeds(stdout, *seed, scs, pols, all, allErrs)
+		if len(shScs) > 0 {
+			fmt.Fprintln(stdout, "\nThe priority shedders on the scenarios with priorities:")
+			code = max(code, printSeeds(stdout, *seed, shScs, shPols, shAll, shErrs))
+		}
+	default:
+		code = printTable(stdout, *seed, scs, pols, results, errs)
+		if len(shScs) > 0 {
+			fmt.Fprintln(stdout, "\nThe priority shedders on the scenarios with priorities:")
+			code = max(code, printTable(stdout, *seed, shScs, shPols, shAll[0], shErrs[0]))
+		}
+	}
+	code = max(code, runSeedScenarios(stdout, stderr, seedScs, *seed, *seeds, *asJSON, true)) // seeds.go
+	if *out != "" {
+		rs := &runSet{args: append([]string{"sim"}, args...), seed: *seed, scs: scs, pols: pols, results: results, errs: errs}
+		if err := writeReport(*out, rs); err != nil {
+			fmt.Fprintln(stderr, "sluice sim:", err)
+			return 1
+		}
+	}
+	return code
+}
+
+// runGrid runs every scenario of scs under every policy of pols for seeds
+// seed … seed+seeds−1, in parallel; all[k][i][j] is the result of seed+k,
+// scenario i, policy j. Progress goes to stderr when a run takes longer
+// than a second.
+func runGrid(stderr io.Writer, scs []sim.Scenario, pols []sim.PolicySpec, seed uint64, seeds int) (all [][][]*sim.Result, allErrs [][][]error) {
 	type job struct{ k, i, j int }
-	// all[k] holds the results of seed seed+k.
-	all := make([][][]*sim.Result, *seeds)
-	allErrs := make([][][]error, *seeds)
+	all = make([][][]*sim.Result, seeds)
+	allErrs = make([][][]error, seeds)
 	for k := range all {
 		all[k] = make([][]*sim.Result, len(scs))
 		allErrs[k] = make([][]error, len(scs))
@@ -88,16 +149,15 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 			allErrs[k][i] = make([]error, len(pols))
 		}
 	}
-	results, errs := all[0], allErrs[0]
 	jobs := make(chan job)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	done, total := 0, *seeds*len(scs)*len(pols)
+	done, total := 0, seeds*len(scs)*len(pols)
 	start := time.Now()
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			for jb := range jobs {
-				r, err := sim.Run(scs[jb.i], pols[jb.j], *seed+uint64(jb.k))
+				r, err := sim.Run(scs[jb.i], pols[jb.j], seed+uint64(jb.k))
 				mu.Lock()
 				all[jb.k][jb.i][jb.j], allErrs[jb.k][jb.i][jb.j] = r, err
 				done++
@@ -120,27 +180,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	if time.Since(start) > time.Second {
 		fmt.Fprintln(stderr)
 	}
-
-	code := 0
-	switch {
-	case *asJSON:
-		for k := range all {
-			code = max(code, printJSON(stdout, stderr, scs, pols, all[k], allErrs[k]))
-		}
-	case *seeds > 1:
-		code = printSeeds(stdout, *seed, scs, pols, all, allErrs)
-	default:
-		code = printTable(stdout, *seed, scs, pols, results, errs)
-	}
-	code = max(code, runSeedScenarios(stdout, stderr, seedScs, *seed, *seeds, *asJSON, true)) // seeds.go
-	if *out != "" {
-		rs := &runSet{args: append([]string{"sim"}, args...), seed: *seed, scs: scs, pols: pols, results: results, errs: errs}
-		if err := writeReport(*out, rs); err != nil {
-			fmt.Fprintln(stderr, "sluice sim:", err)
-			return 1
-		}
-	}
-	return code
+	return all, allErrs
 }
 
 func printJSON(stdout, stderr io.Writer, scs []sim.Scenario, pols []sim.PolicySpec, results [][]*sim.Result, errs [][]error) int {
