@@ -168,7 +168,10 @@ func (t *Throttle) Accepted(p Priority) {
 }
 
 // Budget caps retries at a share of requests: each request earns Ratio of a
-// retry (up to Max saved), each retry spends one. Safe for concurrent use.
+// retry (up to Max saved), each retry spends one. It keeps no history of
+// the server's answers, only what first attempts have earned, so an idle
+// spell after an overload never refuses a first attempt; retries come back
+// as new requests earn them. Safe for concurrent use.
 type Budget struct {
 	mu     sync.Mutex
 	ratio  float64
