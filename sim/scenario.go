@@ -104,7 +104,7 @@ type Retry struct {
 	// each first attempt earns Budget tokens, each retry spends one.
 	Budget float64
 	// Throttle, if positive, is K of the clients' adaptive throttling
-	// (shed.Throttle, per priority over a 1-minute window): clients refuse
+	// (shed.Throttle with its default 10 s window, per priority): clients refuse
 	// locally, without sending, with probability
 	// max(0, (requests − K·accepts)/(requests + 1)). Run only (RunRealtime
 	// ignores it).
