@@ -199,8 +199,7 @@ type front struct {
 	due   atomic.Int64 // ns since the gate's epoch: the next reading
 	busy  atomic.Bool
 
-	// The gate's current window.
-	refused, passed atomic.Int64
+	refused atomic.Int64 // front refusals in the gate's current window
 
 	// Guarded by the gate's flush.
 	limitF   float64
@@ -244,7 +243,6 @@ func (f *front) pass(now int64) bool {
 		f.refused.Add(1)
 		return false
 	}
-	f.passed.Add(1)
 	return true
 }
 
@@ -266,10 +264,12 @@ func (f *front) read(now int64) {
 // (see front).
 func (f *front) take(s *Sample) {
 	s.FrontRefused = int(f.refused.Swap(0))
-	passed := f.passed.Swap(0)
 	lat, n := f.sig.Delay()
 	s.FrontDelay = lat
-	if all := float64(s.FrontRefused) + float64(passed); all > 0 {
+	// The arrivals that passed are the window's other outcomes: counted
+	// already, so the admission path writes no counter of its own.
+	passed := s.Count + s.Dropped + s.Rejected
+	if all := float64(s.FrontRefused + passed); all > 0 {
 		f.pressure += 0.3 * (float64(s.FrontRefused)/all - f.pressure)
 	}
 	if s.Count == 0 || n == 0 {
