@@ -1,0 +1,274 @@
+package adaptive
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// prober is a FloorProber that proposes a fixed limit (or the gate's, when
+// propose is 0) and records the samples it was given.
+type prober struct {
+	initial, propose int
+	samples          []Sample
+}
+
+func (p *prober) InitialLimit() int { return p.initial }
+func (p *prober) ProbesFloor() bool { return true }
+func (p *prober) Update(s Sample) int {
+	p.samples = append(p.samples, s)
+	if p.propose > 0 {
+		return p.propose
+	}
+	return s.Limit
+}
+
+// server is an exact trace of a server of cores cores whose requests take
+// svc alone, seen through 100 ms windows: with n in flight the RTT is
+// svc·max(1, n/cores) (queueing past the cores) and the throughput n/RTT.
+// demand is the concurrency the callers would fill (0: unbounded); when the
+// limit is below it the gate is saturated and refuses some. The first
+// window after a cut still holds the requests admitted under the old limit.
+type server struct {
+	cores float64
+	svc   time.Duration
+	// demand: concurrency the callers would fill; 0 means unbounded.
+	demand float64
+	prev   int // the limit of the previous window
+}
+
+const (
+	ms     = time.Millisecond
+	win100 = 100 * ms
+)
+
+func (v *server) window(limit int) Sample {
+	held := float64(limit)
+	if v.demand > 0 {
+		held = min(held, v.demand)
+	}
+	rtt := time.Duration(float64(v.svc) * max(1, held/v.cores))
+	n := int(math.Round(held / rtt.Seconds() * win100.Seconds()))
+	s := Sample{Window: win100, Limit: limit, Count: n, RTT: rtt, AvgRTT: rtt, MinRTT: rtt, MaxRTT: rtt, MaxInFlight: int(held)}
+	if v.prev > limit {
+		s.MaxInFlight = v.prev // still draining the old limit's requests
+	}
+	if v.demand == 0 || v.demand > float64(limit) {
+		s.Rejected = n
+	}
+	v.prev = limit
+	return s
+}
+
+// run drives the gate l with windows of v for n windows from time *now,
+// exactly as maybeFlush would, and returns the limits the windows ran at.
+func run(l *Limiter, v *server, now *int64, n int) []int {
+	var out []int
+	for range n {
+		*now += int64(win100)
+		s := v.window(l.Limit())
+		out = append(out, s.Limit)
+		next := l.learn(&s, *now)
+		l.setLimit(min(max(next, l.minLim), l.maxLim))
+	}
+	return out
+}
+
+func newProbed(t *testing.T, alg Algorithm) *Limiter {
+	t.Helper()
+	return mustNew(t, alg, WithMaxLimit(1000))
+}
+
+func near(got, want time.Duration, tol float64) bool {
+	return math.Abs(float64(got-want)) <= tol*float64(want)
+}
+
+// The floor is seeded only from windows in which the gate was not
+// saturated: a saturated window's RTT is queueing.
+func TestFloorSeededOnlyFromUnsaturatedWindows(t *testing.T) {
+	alg := &scripted{initial: 20} // not a FloorProber: the gate never probes
+	l := mustNew(t, alg)
+	var now int64
+	v := &server{cores: 4, svc: 5 * ms}
+	run(l, v, &now, 20) // saturated at 20 in flight: RTT 25ms
+	if f := l.Floor(); f != 0 {
+		t.Fatalf("floor %v learnt from saturated windows", f)
+	}
+	if x := l.Throughput(); math.Abs(x-800) > 1 {
+		t.Fatalf("throughput %v, want the 4 cores' 800/s", x)
+	}
+	v.demand = 3 // the demand falls under the limit and the cores
+	run(l, v, &now, 5)
+	if f := l.Floor(); f != 5*ms {
+		t.Fatalf("floor %v after unsaturated windows at 5ms, want 5ms", f)
+	}
+	if got := alg.samples[len(alg.samples)-1]; got.Floor != 5*ms || got.Knee != 4 || got.Probing {
+		t.Fatalf("sample %+v: want the floor 5ms and the knee 800/s · 5ms = 4", got)
+	}
+}
+
+// An unsaturated window slower than the floor by more than its noise is
+// queueing: it does not raise the floor. A faster one lowers it.
+func TestFloorRisesOnlyWithinItsNoise(t *testing.T) {
+	l := mustNew(t, &scripted{initial: 100})
+	var now int64
+	v := &server{cores: 16, svc: 5 * ms, demand: 8}
+	run(l, v, &now, 5)
+	v.svc = 10 * ms // twice as slow, the gate still far from full
+	run(l, v, &now, 50)
+	if f := l.Floor(); f != 5*ms {
+		t.Fatalf("floor %v: raised by unsaturated windows twice as slow", f)
+	}
+	v.svc = 4 * ms
+	run(l, v, &now, 50)
+	if f := l.Floor(); !near(f, 4*ms, 0.01) {
+		t.Fatalf("floor %v after a faster service, want 4ms", f)
+	}
+}
+
+// Cold start into overload: no floor, the gate saturated from the first
+// window. The probe halves the limit from 20 while the throughput holds (the
+// RTT falls in proportion: queueing), and stops at the first level whose
+// throughput fell (2 < 4 cores): its RTT is the floor. Then the limit goes
+// back to the algorithm's.
+func TestProbeFindsTheFloorOnAColdStart(t *testing.T) {
+	alg := &prober{initial: 20, propose: 20}
+	l := newProbed(t, alg)
+	var now int64
+	v := &server{cores: 4, svc: 5 * ms}
+	got := run(l, v, &now, 14)
+	// Window 1 (20 in flight, 25ms, 80 completions) triggers the probe and
+	// starts the reference, which windows 2 and 3 complete (probeSamples).
+	// Then 10: one draining window, three measuring (800/s, the RTT halved
+	// to 12.5ms: queueing); 5: the same at 6.25ms; 2: one draining window
+	// and one measuring at 400/s, clearly below 800 — the knee is crossed,
+	// the floor is its 5ms — and the limit returns to 20.
+	want := []int{20, 20, 20, 10, 10, 10, 10, 5, 5, 5, 5, 2, 2, 20}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("limits %v, want %v", got, want)
+		}
+	}
+	if f := l.Floor(); f != 5*ms {
+		t.Fatalf("floor %v, want 5ms", f)
+	}
+	if l.Limit() != 20 || l.Probing() {
+		t.Fatalf("limit %d (probing %v) after the probe, want the algorithm's 20", l.Limit(), l.Probing())
+	}
+	probing := 0
+	for _, s := range alg.samples {
+		if s.Probing {
+			probing++
+		}
+	}
+	if probing != 12 {
+		t.Fatalf("%d windows marked Probing, want the 12 after the first", probing)
+	}
+}
+
+// The probe's cost: one level below the knee (4 cores), for one draining
+// and at most probeWindows measuring windows; the levels above it keep the
+// throughput. A probe never starts while the gate is not saturated.
+func TestProbeCostIsBounded(t *testing.T) {
+	for _, cores := range []float64{1, 4, 16} {
+		alg := &prober{initial: 40, propose: 40}
+		l := newProbed(t, alg)
+		var now int64
+		v := &server{cores: cores, svc: 5 * ms}
+		got := run(l, v, &now, 100)
+		below, levels := 0, map[int]bool{}
+		for i, s := range alg.samples {
+			if s.Probing && float64(got[i]) < cores {
+				below++
+				levels[got[i]] = true
+			}
+		}
+		if len(levels) > 1 || below > probeDrains+probeWindows {
+			t.Errorf("%v cores: %d windows at %d levels below the knee (limits %v)", cores, below, len(levels), got)
+		}
+		if f := l.Floor(); f != 5*ms {
+			t.Errorf("%v cores: floor %v, want 5ms", cores, f)
+		}
+	}
+	// Unsaturated for a minute: never a probe, whatever the floor.
+	alg := &prober{initial: 40, propose: 40}
+	l := newProbed(t, alg)
+	var now int64
+	v := &server{cores: 4, svc: 5 * ms, demand: 30} // queueing, but the gate is not full
+	run(l, v, &now, 600)
+	for _, s := range alg.samples {
+		if s.Probing {
+			t.Fatal("probed while the gate was not saturated")
+		}
+	}
+}
+
+// While the gate stays saturated the floor is measured again at most every
+// probeEvery (and not more often): six probes in a minute, each of which
+// confirms the floor.
+func TestProbeEveryTenSecondsOfSaturation(t *testing.T) {
+	alg := &prober{initial: 20, propose: 20}
+	l := newProbed(t, alg)
+	var now int64
+	v := &server{cores: 4, svc: 5 * ms, demand: 3}
+	run(l, v, &now, 5) // the floor, 5ms
+	v.demand = 0
+	run(l, v, &now, 600)
+	probes := 0
+	for i, s := range alg.samples {
+		if s.Probing && !alg.samples[i-1].Probing {
+			probes++
+		}
+	}
+	if probes < 5 || probes > 6 {
+		t.Fatalf("%d probes in 60 s of saturation, want one per 10 s", probes)
+	}
+	if f := l.Floor(); f != 5*ms {
+		t.Fatalf("floor %v, want 5ms", f)
+	}
+}
+
+// The service gets twice as slow while the gate is saturated: saturated
+// windows never raise the floor, however slow. When cutting the concurrency
+// stops making the RTT faster, a probe measures the floor again and raises
+// it; the limit then returns to at least the knee.
+func TestUpwardRevisionIsConfirmedByAProbe(t *testing.T) {
+	alg := &prober{initial: 20, propose: 20}
+	l := newProbed(t, alg)
+	var now int64
+	v := &server{cores: 4, svc: 5 * ms, demand: 3}
+	run(l, v, &now, 5)
+	v.demand, v.svc = 0, 10*ms
+	run(l, v, &now, 80) // 8 s at 20 in flight: 50ms
+	if f := l.Floor(); f != 5*ms {
+		t.Fatalf("floor %v raised by saturated windows", f)
+	}
+	// The algorithm cuts: the RTT falls in proportion (queueing) down to
+	// the 4 cores, then no more.
+	for _, p := range []int{12, 8, 4, 2} {
+		alg.propose = p
+		run(l, v, &now, 1)
+		if l.Probing() {
+			t.Fatalf("probe when cutting to %d: the RTT still fell in proportion", p)
+		}
+	}
+	run(l, v, &now, 1) // the window at 2: 10ms, as at 4
+	if !l.Probing() {
+		t.Fatal("no probe although halving the concurrency left the RTT where it was")
+	}
+	got := run(l, v, &now, 20)
+	if f := l.Floor(); f != 10*ms {
+		t.Fatalf("floor %v after the probe, want 10ms (limits %v)", f, got)
+	}
+	// The algorithm still says 2, but the first window after the probe
+	// runs at the knee, 400/s · 10ms = 4; then the algorithm decides.
+	for i, s := range alg.samples {
+		if i > 0 && alg.samples[i-1].Probing && !s.Probing {
+			if s.Limit != 4 || s.Knee != 4 {
+				t.Fatalf("the first window after the probe ran at %d (knee %v), want the knee 4 (limits %v)", s.Limit, s.Knee, got)
+			}
+			return
+		}
+	}
+	t.Fatalf("the probe never ended (limits %v)", got)
+}
