@@ -471,18 +471,22 @@ func (l *Limiter) learn(s *Sample, now int64) int64 {
 		l.alg.Update(*s) // told, not obeyed
 		return next
 	}
-	shown := m.observe(s, now)
+	m.observe(s, now)
 	slow := m.slowed(s)
 	switch {
-	case !s.Saturated() || shown || (m.floor > 0 && dropsOK(s) && float64(s.RTT) <= m.floor*(1+band(s.Count))):
-		m.satSince = -1 // the floor is in sight
+	case !s.Saturated():
+		m.satSince = -1
 	case m.satSince < 0:
 		m.satSince = now - int64(s.Window)
 	}
 	m.fill(s)
 	next := min(max(int64(l.alg.Update(*s)), l.minLim), l.maxLim)
-	if l.prober && m.want(s, now, slow) {
-		next = m.start(s, next)
+	if l.prober {
+		if kind := m.want(s, now, slow); kind != noProbe {
+			// Back, afterwards, to where the algorithm had the limit: the
+			// window's, or less if it is cutting.
+			next = m.start(s, min(next, int64(s.Limit)), kind)
+		}
 	}
 	return next
 }

@@ -70,7 +70,8 @@ type FloorProber interface {
 // noise of F, F is confirmed (and averaged with it). During a probe the
 // algorithm is told (Sample.Probing) and its proposals are not applied;
 // afterwards the limit returns to the algorithm's last proposal before the
-// probe, or to the knee if that is higher.
+// probe, or to the least that keeps the service saturated
+// (Sample.SaturatingLimit) if that is higher.
 //
 // The cost of a probe. It never runs while the gate is not saturated: there
 // the windows themselves show the floor. A probe lasts at most probeSteps
@@ -86,6 +87,7 @@ type FloorProber interface {
 type model struct {
 	floor, floorMean float64 // ns; 0: no floor yet
 	floorW           float64 // requests behind the floor's average
+	confirmed        bool    // the floor was measured below a known knee, or by a probe
 
 	rate     float64              // smoothed completion rate of saturated windows, per second
 	rates    [rateWindows]float64 // the smoothed rates of the last saturated windows
@@ -95,63 +97,97 @@ type model struct {
 	hist     [slowLook]histPoint
 	histN    int
 
-	probe     probe
-	probeEnd  int64 // ns: when the last probe ended; −1: none yet
-	probeMinL int64 // the gate's minimum limit
-	probeMaxL int64 // the gate's maximum limit
+	probe      probe
+	probeEnd   int64 // ns: when the last probe ended; −1: none yet
+	checkEvery int64 // ns: the saturation between checks that keeps their cost within checkBudget
+	probeMinL  int64 // the gate's minimum limit
+	probeMaxL  int64 // the gate's maximum limit
 }
 
 // histPoint is a saturated window: the concurrency it held and its RTT.
 type histPoint struct {
 	held int
 	rtt  float64
+	n    int // its completions
 }
 
 // probe is the state of a probe under way.
 type probe struct {
 	on       bool
-	base     int64 // the limit to return to
-	level    int64 // the probe's limit now
-	step     int   // levels below the reference so far; 0: the reference
-	fresh    bool  // the level was just cut: the next window drains
-	drains   int   // draining windows at this level
-	windows  int   // measuring windows at this level
-	cnt, dur float64
+	check    bool    // only check the floor at the knee (see checkOnly)
+	base     int64   // the limit to return to
+	level    int64   // the probe's limit now
+	step     int     // levels below the reference so far; 0: the reference
+	drains   int     // draining windows at this level
+	windows  int     // measuring windows at this level
+	cnt, dur float64 // successes and seconds measured at this level
+	done     float64 // completions (successes and drops)
 	rttSum   float64 // Σ Count·RTT of the measuring windows at this level
 	avgSum   float64 // Σ Count·AvgRTT
 	prevX    float64 // the throughput of the level above
 	prevN    float64 // the completions it was measured over
+	atKnee   bool    // the knee is crossed: measuring the floor at this level
+	maxX     float64 // the highest throughput of the levels that kept it
 }
 
 // The tuned numbers of the model and the probe, in one table.
 const (
-	// floorMemory: the floor is a mean over about this many requests, so
-	// that the noise of a window (±2.5/√n of a mean of n exponential
-	// times) averages out, yet a faster service is followed within a few
-	// hundred requests.
-	floorMemory = 500
+	// floorMemory: the floor is a mean over about this many requests: the
+	// median of n exponential times varies by ±1/√n, the mean by about as
+	// much, so it is known to ±2.5% — enough for a check (below) not to
+	// take its own noise for a slower service. A faster service is
+	// followed sooner: a measurement at low concurrency clearly faster
+	// than the floor replaces it.
+	floorMemory = 2000
 	// floorNoise and floorBand: a window's RTT within F·(1 + max(floorBand,
-	// floorNoise/√n)) is the floor's noise (2.5 standard errors of a mean of
-	// n requests of an exponential-like service; never less than a fifth,
-	// for tails heavier than the exponential's); beyond it, queueing.
-	floorNoise = 2.5
+	// floorNoise/√n)) is the floor's noise: 2.5 standard errors of the
+	// median of n exponential times (1.44/√n; the mean's is 1/√n), never
+	// less than a fifth, for tails heavier than the exponential's. Beyond
+	// it, queueing.
+	floorNoise = 3.6
 	floorBand  = 0.2
 	// floorDrops: a window with more dropped requests than this share is
 	// no evidence of the floor: its successes may be fast because the slow
 	// ones were dropped.
 	floorDrops = 0.01
 	// rateMemory: the smoothed saturated rate averages about this many
-	// completions (±10% for a Poisson count), whatever the window length.
-	rateMemory = 100
+	// completions (±3% for a Poisson count, so that the maximum of
+	// rateWindows of them reads only a few percent high), whatever the
+	// window length: a second at 500 completions per second.
+	rateMemory = 500
 	// rateWindows: X is the highest smoothed rate of the last rateWindows
 	// saturated windows (BBR's ten round trips; a second of default
 	// windows), so a service that lost capacity is believed within about
 	// a second of saturation. Windows, not time: a probe or a calm spell
 	// does not age the measurement.
 	rateWindows = 10
+	// kneeRoom: the requests beyond the knee that SaturatingLimit allows.
+	// With Poisson arrivals at twice what the service can take, a limit of
+	// the knee plus q leaves it idle about 2^−(q+1) of the time when a slot
+	// frees (M/M/c/K): 1/8 at q = 2 on one core, which still serves 93%,
+	// against 67% at the knee itself; on more cores only one of them idles
+	// then. More room would hold a queue that buys no throughput.
+	kneeRoom = 2
+	// checkDepth: a check holds the limit at this share of the knee:
+	// below it as long as X reads less than 11% high (it reads a few
+	// percent high), so that the RTT there is the floor and not a little
+	// queueing that would creep into it check after check. It costs about
+	// a tenth of the throughput for a window or two.
+	checkDepth = 0.9
+	// checkBudget: checks come less often than probeEvery when they cost
+	// more than this share of the throughput (on a few cores the knee is
+	// a handful of requests, and a check measures for longer).
+	checkBudget = 0.01
 	// probeEvery: continuous saturation without a window showing the floor
 	// after which the floor is measured again (BBR's ProbeRTT interval).
 	probeEvery = 10 * time.Second
+	// probeLoad: a floor that no probe has confirmed (learnt from windows
+	// in which the gate was not saturated, whose RTT may hold some
+	// queueing) is probed in the first window that refuses this share of
+	// the callers — overload, where a wrong floor costs — or after
+	// probeGap of continuous saturation; not on the Poisson peaks of a
+	// busy server, which refuse a few.
+	probeLoad = 0.1
 	// probeGap: the least time between probes, so that evidence which keeps
 	// pointing at a slower service cannot keep the gate probing.
 	probeGap = 2 * time.Second
@@ -166,7 +202,12 @@ const (
 	probeFell = 0.2
 	// probeDrains: the most windows a level waits for the requests admitted
 	// under the higher limit to finish; a probe that waits longer gives up.
+	// drainShare: a window measures its level when the requests still in
+	// flight from the higher limit at its start are at most this share of
+	// its completions: their extra queueing then moves the mean by about
+	// 1% (on 16 cores a cut from 20 to 14 leaves 6 of 250).
 	probeDrains = 3
+	drainShare  = 0.05
 	// probeSteps: the most halvings of one probe (1/256 of the limit).
 	probeSteps = 8
 	// slowLook, slowCut and slowFlat: the service may have slowed when a
@@ -201,6 +242,19 @@ func (s Sample) Rate() float64 {
 	return float64(s.Count) / s.Window.Seconds()
 }
 
+// SaturatingLimit is the least limit that keeps the service saturated: the
+// knee, rounded up, plus kneeRoom; 0 while the knee is unknown. At the knee
+// itself the service idles whenever a request ends and no caller happens to
+// be there to take its slot; a few requests beyond it bridge the gaps
+// between arrivals. Below it, a smaller limit no longer lowers the RTT (the
+// service runs at its floor), it only refuses work the service could do.
+func (s Sample) SaturatingLimit() int {
+	if s.Knee <= 0 {
+		return 0
+	}
+	return int(math.Ceil(s.Knee-1e-9)) + kneeRoom
+}
+
 // dropsOK reports whether the window's drops are few enough for its RTT to
 // say something about the floor (see floorDrops).
 func dropsOK(s *Sample) bool {
@@ -224,9 +278,20 @@ func (m *model) blend(rtt, avg float64, n int) {
 	m.floorMean += (avg - m.floorMean) * w
 }
 
-// set replaces the floor with a probe's measurement over n requests.
-func (m *model) set(rtt, avg, n float64) {
-	m.floor, m.floorMean, m.floorW = rtt, avg, min(n, floorMemory)
+// measured takes a measurement of the floor at low concurrency (a probe's or
+// a check's) over n requests: it is averaged into a confirmed floor when it
+// agrees with it to within its noise, and replaces it otherwise (a floor no
+// probe confirmed may hold queueing: it weighs nothing against a
+// measurement under the knee). It reports whether a confirmed floor moved:
+// the service changed.
+func (m *model) measured(rtt, avg, n float64) (moved bool) {
+	if d := math.Abs(rtt - m.floor); m.confirmed && d <= band(int(n))*m.floor {
+		m.blend(rtt, avg, int(n))
+		return false
+	}
+	moved = m.confirmed
+	m.floor, m.floorMean, m.floorW, m.confirmed = rtt, avg, min(n, floorMemory), true
+	return moved
 }
 
 // observe learns from a window that is not part of a probe: the floor from
@@ -239,9 +304,6 @@ func (m *model) observe(s *Sample, now int64) (shown bool) {
 	rtt, avg := float64(s.RTT), float64(s.AvgRTT)
 	switch {
 	case !s.Saturated():
-		if k := m.knee(); k > 0 && float64(s.MaxInFlight) > math.Ceil(k) {
-			return false // above the knee: it may have queued
-		}
 		if m.floor == 0 || rtt <= m.floor*(1+band(s.Count)) {
 			m.blend(rtt, avg, s.Count)
 			return true
@@ -290,46 +352,75 @@ func (m *model) slowed(s *Sample) bool {
 	if !s.Saturated() || !dropsOK(s) {
 		return false
 	}
-	rtt := float64(s.RTT)
+	rtt, held := float64(s.RTT), float64(s.Held())
 	slow := false
 	if m.floor > 0 && rtt > m.floor*(1+band(s.Count)) {
 		for i := range min(m.histN, slowLook) {
 			h := m.hist[i]
-			if float64(s.Held()) <= slowCut*float64(h.held) && rtt >= slowFlat*h.rtt {
+			// Queueing would make the RTT fall in proportion to the
+			// concurrency: it did not, by more than two standard errors
+			// of the ratio of two window means.
+			cut, flat := held/float64(h.held), rtt/h.rtt
+			noise := 2 * math.Sqrt(1/float64(s.Count)+1/float64(h.n))
+			if cut <= slowCut && flat >= max(slowFlat, cut+noise) {
 				slow = true
 			}
 		}
 	}
-	m.hist[m.histN%slowLook] = histPoint{held: s.Held(), rtt: rtt}
+	m.hist[m.histN%slowLook] = histPoint{held: s.Held(), rtt: rtt, n: s.Count}
 	m.histN++
 	return slow
 }
 
-// want reports whether a probe should start after window s (see model).
-func (m *model) want(s *Sample, now int64, slow bool) bool {
-	if !s.Saturated() || !dropsOK(s) {
-		return false
+// The kinds of probe.
+const (
+	noProbe   = iota
+	fullProbe // halve down to the knee
+	checkOnly // hold the knee for one window
+)
+
+// want returns the probe to start after window s, if any (see model).
+func (m *model) want(s *Sample, now int64, slow bool) int {
+	switch {
+	case !s.Saturated() || !dropsOK(s):
+		return noProbe
+	case m.probeEnd >= 0 && now-m.probeEnd < int64(probeGap):
+		return noProbe
+	case slow || (!m.confirmed && (m.floor == 0 || heavy(s) || (m.satSince >= 0 && now-m.satSince >= int64(probeGap)))):
+		return fullProbe
+	case m.satSince >= 0 && now-m.satSince >= max(int64(probeEvery), m.checkEvery):
+		return checkOnly
 	}
-	if m.probeEnd >= 0 && now-m.probeEnd < int64(probeGap) {
-		return false
-	}
-	return m.floor == 0 || slow || (m.satSince >= 0 && now-m.satSince >= int64(probeEvery))
+	return noProbe
 }
 
-// start begins a probe after window s, which triggered it; base is the
-// limit to return to.
-func (m *model) start(s *Sample, base int64) int64 {
-	m.probe = probe{on: true, base: base, level: int64(s.Limit)}
+// heavy reports a window in which the gate refused at least probeLoad of
+// the callers: overload, not a peak of the arrivals.
+func heavy(s *Sample) bool {
+	return float64(s.Rejected) >= probeLoad*float64(s.Rejected+s.Count+s.Dropped)
+}
+
+// start begins a probe of the given kind after window s, which triggered
+// it; base is the limit to return to. A full probe's reference is measured
+// at the window's limit, from that window on; a check holds ⌈knee⌉.
+func (m *model) start(s *Sample, base int64, kind int) int64 {
+	m.probe = probe{on: true, base: base, level: int64(s.Limit), check: kind == checkOnly}
 	m.hist, m.histN = [slowLook]histPoint{}, 0
-	if s.MaxInFlight <= s.Limit {
+	if m.probe.check {
+		if k := int64(math.Ceil(checkDepth*m.knee() - 1e-9)); k < m.probe.level {
+			m.probe.level = max(k, m.probeMinL)
+		}
+	} else if s.MaxInFlight <= s.Limit {
 		m.probe.add(s) // the triggering window is the reference's first
 	}
 	return m.probe.level
 }
 
+// add counts a measuring window at the probe's level.
 func (p *probe) add(s *Sample) {
 	p.windows++
 	p.cnt += float64(s.Count)
+	p.done += float64(s.Count + s.Dropped)
 	p.dur += s.Window.Seconds()
 	p.rttSum += float64(s.Count) * float64(s.RTT)
 	p.avgSum += float64(s.Count) * float64(s.AvgRTT)
@@ -339,10 +430,9 @@ func (p *probe) add(s *Sample) {
 // the next one (the probe's, or the one it returns to when it ends).
 func (m *model) stepProbe(s *Sample, now int64) int64 {
 	p := &m.probe
-	if p.fresh || s.MaxInFlight > s.Limit || s.Count == 0 || !dropsOK(s) {
+	if float64(s.MaxInFlight-s.Limit) > drainShare*float64(s.Count) || s.Count == 0 {
 		// Requests admitted under the higher limit are still in flight (or
 		// the window says nothing): wait for them.
-		p.fresh = false
 		if p.drains++; p.drains > probeDrains {
 			return m.end(now, 0)
 		}
@@ -355,55 +445,85 @@ func (m *model) stepProbe(s *Sample, now int64) int64 {
 		return m.end(now, 0)
 	}
 	p.add(s)
-	x, rtt, avg := p.cnt/p.dur, p.rttSum/p.cnt, p.avgSum/p.cnt
-	enough := p.cnt >= probeSamples || p.windows >= probeWindows
+	if p.check || p.atKnee {
+		return m.underKnee(s, now)
+	}
+	x := p.done / p.dur
+	enough := p.done >= probeSamples || p.windows >= probeWindows
 	var fell bool
 	if p.step > 0 {
 		// A sequential test: decide as soon as the throughput is clearly
 		// (two standard errors of the difference of two Poisson counts)
-		// above or below the mark, else at probeSamples.
-		mark, z := (1-probeFell)*p.prevX, 2*math.Sqrt(1/p.cnt+1/p.prevN)
+		// above or below the mark. Undecided at probeSamples, it held: a
+		// fall taken for noise costs one more halving, but noise taken for
+		// a fall would stop above the knee and make its queueing the floor.
+		mark, z := (1-probeFell)*p.prevX, 2*math.Sqrt(1/p.done+1/p.prevN)
 		switch {
 		case x*(1+z) < mark:
 			fell, enough = true, true
 		case x*(1-z) >= mark:
 			enough = true
-		default:
-			fell = x < mark
 		}
 	}
-	if !enough {
-		return p.level
-	}
 	switch {
+	case !enough:
+		return p.level
 	case p.step == 0:
 		// The reference, at the algorithm's limit.
 	case fell || p.level <= m.probeMinL:
 		// The knee is crossed (or the limit cannot go lower): the RTT here
 		// is the floor, whatever it was believed to be.
-		m.set(rtt, avg, p.cnt)
-		return m.end(now, p.prevX)
-	case m.floor > 0 && rtt <= m.floor*(1+band(int(p.cnt))):
-		// Still saturated, and as fast as the floor: confirmed.
-		m.blend(rtt, avg, int(p.cnt))
-		return m.end(now, x)
+		p.atKnee = true
+		return m.underKnee(s, now)
 	case p.step >= probeSteps:
 		return m.end(now, 0)
 	}
-	if p.step == 0 && m.floor > 0 && rtt <= m.floor*(1+band(int(p.cnt))) {
-		// The reference itself shows the floor: nothing to probe.
-		return m.end(now, x)
-	}
-	p.prevX, p.prevN = x, p.cnt
+	p.prevX, p.prevN, p.maxX = x, p.done, max(p.maxX, x)
 	p.step++
 	p.level = max(m.probeMinL, p.level/2)
-	p.fresh, p.drains, p.windows, p.cnt, p.dur, p.rttSum, p.avgSum = true, 0, 0, 0, 0, 0, 0
+	p.drains, p.windows, p.cnt, p.done, p.dur, p.rttSum, p.avgSum = 0, 0, 0, 0, 0, 0, 0
 	return p.level
 }
 
+// underKnee measures the floor at a level under the knee (a check's, or the
+// level at which a probe crossed it) over probeSamples requests, or
+// probeWindows windows, and then ends the probe: the measurement is averaged
+// into the floor, or replaces it if it differs by more than its noise. A
+// check that finds the RTT slower than the floor puts the floor in doubt: a
+// full probe follows at once.
+func (m *model) underKnee(s *Sample, now int64) int64 {
+	p := &m.probe
+	if p.cnt < probeSamples && p.windows < probeWindows {
+		return p.level
+	}
+	rtt, avg := p.rttSum/p.cnt, p.avgSum/p.cnt
+	if p.check {
+		if !dropsOK(s) || rtt > m.floor*(1+band(int(p.cnt))) {
+			m.confirmed = false
+			next := m.end(now, 0)
+			m.probeEnd = -1
+			return next
+		}
+		m.measured(rtt, avg, p.cnt)
+		// What the check cost: the throughput it lost while measuring.
+		lost := max(0, m.thr*p.dur-p.done) / max(m.thr, 1)
+		m.checkEvery = int64(lost / checkBudget * 1e9)
+		return m.end(now, 0)
+	}
+	if m.measured(rtt, avg, p.cnt) {
+		// A service whose floor moved has changed: the throughput
+		// measured before the probe may be that of another service. What
+		// the probe measured at the levels that kept the throughput is the
+		// throughput now.
+		m.ratesN = 0
+		return m.end(now, p.maxX)
+	}
+	return m.end(now, p.prevX)
+}
+
 // end ends the probe and returns the limit to go back to: the algorithm's,
-// or the knee if higher. x > 0 is the throughput measured by the probe above
-// the knee, which replaces X.
+// or Sample.SaturatingLimit if higher. x > 0 is a throughput the probe
+// measured at a level that kept it: a point of X's filter.
 func (m *model) end(now int64, x float64) int64 {
 	p := &m.probe
 	p.on = false
@@ -412,16 +532,16 @@ func (m *model) end(now int64, x float64) int64 {
 	if x > 0 {
 		m.addRate(x)
 	}
-	next := p.base
-	if k := m.knee(); k > 0 {
-		next = max(next, int64(math.Ceil(k)))
-	}
+	var s Sample
+	m.fill(&s)
+	next := max(p.base, int64(s.SaturatingLimit()))
 	return min(max(next, m.probeMinL), m.probeMaxL)
 }
 
 // fill copies the model into the sample the algorithm gets.
 func (m *model) fill(s *Sample) {
 	s.Floor = time.Duration(m.floor)
+	s.FloorMean = time.Duration(m.floorMean)
 	s.Throughput = m.thr
 	s.Knee = m.knee()
 	s.Probing = m.probe.on

@@ -136,14 +136,15 @@ func TestProbeFindsTheFloorOnAColdStart(t *testing.T) {
 	l := newProbed(t, alg)
 	var now int64
 	v := &server{cores: 4, svc: 5 * ms}
-	got := run(l, v, &now, 14)
+	got := run(l, v, &now, 18)
 	// Window 1 (20 in flight, 25ms, 80 completions) triggers the probe and
 	// starts the reference, which windows 2 and 3 complete (probeSamples).
 	// Then 10: one draining window, three measuring (800/s, the RTT halved
-	// to 12.5ms: queueing); 5: the same at 6.25ms; 2: one draining window
-	// and one measuring at 400/s, clearly below 800 — the knee is crossed,
-	// the floor is its 5ms — and the limit returns to 20.
-	want := []int{20, 20, 20, 10, 10, 10, 10, 5, 5, 5, 5, 2, 2, 20}
+	// to 12.5ms: queueing); 5: the same at 6.25ms; 2: one draining window;
+	// after one measuring window, 400/s is clearly below 800 — the knee is
+	// crossed — and four more measure its RTT, the floor, over
+	// probeSamples requests; then the limit returns to 20.
+	want := []int{20, 20, 20, 10, 10, 10, 10, 5, 5, 5, 5, 2, 2, 2, 2, 2, 2, 20}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("limits %v, want %v", got, want)
@@ -161,8 +162,8 @@ func TestProbeFindsTheFloorOnAColdStart(t *testing.T) {
 			probing++
 		}
 	}
-	if probing != 12 {
-		t.Fatalf("%d windows marked Probing, want the 12 after the first", probing)
+	if probing != 16 {
+		t.Fatalf("%d windows marked Probing, want the 16 after the first", probing)
 	}
 }
 
@@ -231,28 +232,31 @@ func TestProbeEveryTenSecondsOfSaturation(t *testing.T) {
 // The service gets twice as slow while the gate is saturated: saturated
 // windows never raise the floor, however slow. When cutting the concurrency
 // stops making the RTT faster, a probe measures the floor again and raises
-// it; the limit then returns to at least the knee.
+// it; the limit then returns to at least the knee the probe measured.
 func TestUpwardRevisionIsConfirmedByAProbe(t *testing.T) {
-	alg := &prober{initial: 20, propose: 20}
+	alg := &prober{initial: 80, propose: 80}
 	l := newProbed(t, alg)
 	var now int64
-	v := &server{cores: 4, svc: 5 * ms, demand: 3}
-	run(l, v, &now, 5)
-	v.demand, v.svc = 0, 10*ms
-	run(l, v, &now, 80) // 8 s at 20 in flight: 50ms
+	v := &server{cores: 16, svc: 5 * ms}
+	run(l, v, &now, 20) // a cold start: the probe measures the floor
+	if f := l.Floor(); f != 5*ms || l.Probing() {
+		t.Fatalf("floor %v (probing %v) after a cold start, want 5ms", f, l.Probing())
+	}
+	v.svc = 10 * ms
+	run(l, v, &now, 80) // 8 s at 80 in flight: 50ms
 	if f := l.Floor(); f != 5*ms {
 		t.Fatalf("floor %v raised by saturated windows", f)
 	}
 	// The algorithm cuts: the RTT falls in proportion (queueing) down to
-	// the 4 cores, then no more.
-	for _, p := range []int{12, 8, 4, 2} {
+	// the 16 cores, then no more.
+	for _, p := range []int{48, 32, 16, 8} {
 		alg.propose = p
 		run(l, v, &now, 1)
 		if l.Probing() {
 			t.Fatalf("probe when cutting to %d: the RTT still fell in proportion", p)
 		}
 	}
-	run(l, v, &now, 1) // the window at 2: 10ms, as at 4
+	run(l, v, &now, 1) // the window at 8: 10ms, as at 16
 	if !l.Probing() {
 		t.Fatal("no probe although halving the concurrency left the RTT where it was")
 	}
@@ -260,15 +264,92 @@ func TestUpwardRevisionIsConfirmedByAProbe(t *testing.T) {
 	if f := l.Floor(); f != 10*ms {
 		t.Fatalf("floor %v after the probe, want 10ms (limits %v)", f, got)
 	}
-	// The algorithm still says 2, but the first window after the probe
-	// runs at the knee, 400/s · 10ms = 4; then the algorithm decides.
-	for i, s := range alg.samples {
-		if i > 0 && alg.samples[i-1].Probing && !s.Probing {
-			if s.Limit != 4 || s.Knee != 4 {
-				t.Fatalf("the first window after the probe ran at %d (knee %v), want the knee 4 (limits %v)", s.Limit, s.Knee, got)
+	// The floor moved: the service changed, and the throughput measured
+	// before (1600/s, at 80 in flight) is forgotten for the probe's own:
+	// its reference held 8, already under the knee, at 800/s. So the
+	// first window after the probe runs at 800/s · 10ms = 8, plus
+	// kneeRoom (the algorithm still says 8); then the algorithm decides.
+	for i := len(alg.samples) - len(got); i < len(alg.samples); i++ {
+		if s := alg.samples[i]; alg.samples[i-1].Probing && !s.Probing {
+			if s.Limit != 8+kneeRoom {
+				t.Fatalf("the first window after the probe ran at %d, want 8 + %d (limits %v)", s.Limit, kneeRoom, got)
 			}
 			return
 		}
 	}
 	t.Fatalf("the probe never ended (limits %v)", got)
+}
+
+// The operating point's lower end: the knee rounded up, plus kneeRoom.
+func TestSaturatingLimit(t *testing.T) {
+	for _, tt := range []struct {
+		knee float64
+		want int
+	}{{0, 0}, {0.4, 1 + kneeRoom}, {1, 1 + kneeRoom}, {4, 4 + kneeRoom}, {15.2, 16 + kneeRoom}} {
+		if got := (Sample{Knee: tt.knee}).SaturatingLimit(); got != tt.want {
+			t.Errorf("knee %v: SaturatingLimit %d, want %d", tt.knee, got, tt.want)
+		}
+	}
+}
+
+// The first windows of surges, recorded from the simulator (step-5x; 16
+// cores, 5ms of service, the window median; the floor 3.4ms from the calm
+// before). The limit is cut hard while the requests admitted under the old
+// one still run, and the RTT of the next windows is noisy: a window a
+// little slower than an earlier one with more in flight is not "less
+// concurrency stopped making it faster". Cutting did make the RTT faster —
+// queueing — so these windows must not start a probe.
+func TestCutLimitIsNotASlowerService(t *testing.T) {
+	w := func(limit, maxIn, n int, rtt time.Duration, rej int) Sample {
+		return Sample{Window: win100, Limit: limit, MaxInFlight: maxIn, Count: n, RTT: rtt, AvgRTT: rtt, Rejected: rej}
+	}
+	for name, surge := range map[string][]Sample{
+		"seed 3": {
+			w(33, 33, 181, 5111808, 395),
+			w(32, 32, 302, 7733248, 1319),
+			w(26, 31, 329, 5636096, 1273),
+			w(25, 25, 304, 5636096, 1328),
+			w(23, 24, 278, 4849664, 1361),
+			w(24, 24, 294, 5636096, 1324),
+			w(25, 25, 292, 5636096, 1280),
+		},
+		"seed 5": {
+			w(30, 30, 211, 3997696, 381),
+			w(45, 45, 301, 9699328, 1229),
+			w(34, 44, 273, 9175040, 1325),
+			w(26, 33, 295, 6160384, 1362),
+			w(24, 25, 279, 6422528, 1256),
+			w(21, 23, 287, 5111808, 1371),
+			w(21, 21, 253, 5636096, 1368),
+			w(22, 22, 276, 5111808, 1299),
+		},
+	} {
+		m := newModel(1, 1000)
+		m.floor, m.floorMean, m.floorW, m.confirmed = 3.4e6, 3.4e6, floorMemory, true
+		for i := range surge {
+			if m.slowed(&surge[i]) {
+				t.Errorf("%s, window %d of the surge: a cut limit read as a slower service", name, i)
+			}
+		}
+	}
+}
+
+// "Less concurrency, the same RTT" is read as a slower service only when it
+// is beyond the noise of the two windows: over 20 requests each a window
+// mean varies by a fifth or more, over 400 by a twentieth.
+func TestSlowerServiceNeedsSignificance(t *testing.T) {
+	for _, tt := range []struct {
+		n    int
+		want bool
+	}{{20, false}, {400, true}} {
+		m := newModel(1, 1000)
+		m.floor, m.floorMean, m.floorW, m.confirmed = 4e6, 4e6, floorMemory, true
+		before := Sample{Window: win100, Limit: 8, MaxInFlight: 8, Count: tt.n, RTT: 10 * ms, AvgRTT: 10 * ms, Rejected: 1}
+		after := before
+		after.Limit, after.MaxInFlight = 6, 6
+		m.slowed(&before)
+		if got := m.slowed(&after); got != tt.want {
+			t.Errorf("%d requests a window: slowed %v, want %v", tt.n, got, tt.want)
+		}
+	}
 }

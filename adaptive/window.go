@@ -59,6 +59,10 @@ type Sample struct {
 	// in which the gate was not saturated and from probes; a saturated
 	// window never raises it (its RTT is queueing). Zero until measured.
 	Floor time.Duration
+	// FloorMean is the floor as a mean round-trip time, whatever the
+	// statistic of RTT: the one to compare with AvgRTT, and the one
+	// Little's law needs (see Knee).
+	FloorMean time.Duration
 	// Throughput is the service's throughput in completions per second:
 	// the highest smoothed completion rate of the saturated windows of the
 	// last second. Zero until the gate has been saturated.
