@@ -6,7 +6,7 @@ GO ?= go
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-.PHONY: test deps fmt vet staticcheck unit bench-test bench simcompare fuzz
+.PHONY: test deps fmt vet staticcheck unit bench-test bench simcompare matrix fuzz
 
 test: deps fmt vet staticcheck unit bench-test
 
@@ -44,6 +44,12 @@ simcompare:
 	(cd bench && $(GO) run ./cmd/simcompare) > "$$tmp/doc.md"; \
 	(cd bench && SIMCOMPARE_SYNCED="$$tmp/part4.md" $(GO) test -run '^TestSyncedComparison$$' -count=1 -timeout 1h ./cmd/simcompare); \
 	echo >> "$$tmp/doc.md"; cat "$$tmp/part4.md" >> "$$tmp/doc.md"; mv "$$tmp/doc.md" docs/simcompare.md
+
+# Every incident scenario on every server model of the simulator's zoo under
+# every policy, worst of 5 seeds, written to docs/matrix.md (not part of
+# `make test`; see the run time in the report).
+matrix:
+	$(GO) run ./cmd/sluice matrix -out docs/matrix.md
 
 # Short runs of every fuzz target, one after the other (go test -fuzz takes
 # one target at a time; longer: FUZZTIME=5m make fuzz): option and limit

@@ -6,16 +6,17 @@ import (
 )
 
 // serverState is the part of the server that Scenario.Server.Changes move:
-// the factor on CPU work and, per priority, on the dependency wait. Run and
-// RunRealtime share it.
+// the factors on CPU work and on the cores and, per priority, on the
+// dependency wait. Run and RunRealtime share it.
 type serverState struct {
 	svcFactor  float64
+	coreFactor float64
 	waitFactor [MaxPriorities]float64
 	changeIdx  int // the next change to apply
 }
 
 func newServerState() serverState {
-	st := serverState{svcFactor: 1}
+	st := serverState{svcFactor: 1, coreFactor: 1}
 	for i := range st.waitFactor {
 		st.waitFactor[i] = 1
 	}
@@ -27,6 +28,10 @@ func (st *serverState) apply(cs []Change, t int64) {
 	for st.changeIdx < len(cs) && int64(cs[st.changeIdx].At) <= t {
 		c := cs[st.changeIdx]
 		st.svcFactor = c.ServiceFactor
+		st.coreFactor = c.CoreFactor
+		if st.coreFactor == 0 {
+			st.coreFactor = 1
+		}
 		wf := c.WaitFactor
 		if wf == 0 {
 			wf = 1

@@ -59,6 +59,27 @@ func (d Dist) MeanValue() time.Duration {
 	return d.Mean
 }
 
+// Median returns the distribution's median: ln 2 · mean (exponential),
+// mean · e^(−σ²/2) (lognormal), the more likely point (bimodal; their mean
+// at P = ½).
+func (d Dist) Median() time.Duration {
+	switch d.Kind {
+	case Exponential:
+		return time.Duration(math.Round(math.Ln2 * float64(d.Mean)))
+	case Lognormal:
+		return time.Duration(math.Round(float64(d.Mean) * math.Exp(-d.Sigma*d.Sigma/2)))
+	case Bimodal:
+		switch {
+		case d.P < 0.5:
+			return d.Short
+		case d.P > 0.5:
+			return d.Long
+		}
+		return (d.Short + d.Long) / 2
+	}
+	return d.Mean
+}
+
 // IsZero reports whether the distribution is the constant 0.
 func (d Dist) IsZero() bool { return d.MeanValue() == 0 }
 

@@ -11,8 +11,22 @@
 // deadlines, priorities and optional retries with capped exponential backoff,
 // full jitter and a retry budget.
 //
-// Each concern (arrivals, service times, priorities, retries, bursts) has its
-// own seeded PCG stream, so a run is reproducible to the bit. Scenarios are
-// data (Scenario) and carry their own pass/fail targets; policies plug in
-// through the small Policy interface.
+// That is the PS model. Server.Model selects another structure in front of
+// the same cores: Pool, a thread-per-request server whose worker threads take
+// requests from a FIFO accept queue and hold them through their dependency
+// wait, and FIFO, M/M/c cores that run each request to completion. Server.GC
+// adds stop-the-world pauses to any of them, and a Change may halve the cores
+// (the floor stays) or double the service time (the floor doubles).
+//
+// Each concern (arrivals, service times, priorities, retries, bursts, pauses)
+// has its own seeded PCG stream, so a run is reproducible to the bit.
+// Scenarios are data (Scenario) and carry their own pass/fail targets;
+// policies plug in through the small Policy interface.
+//
+// The zoo (ZooModels, ZooDists, ZooCores) is a set of structurally different
+// servers of equal capacity, and Incidents the scenarios to run on each of
+// them: cold and warm surges, capacity halvings, a ramp, no-harm loads and
+// bursts. RunMatrix runs them all under every policy, finds the best fixed
+// limit of each row, and judges each policy on the worst of its seeds;
+// `sluice matrix` writes the outcome as a report.
 package sim

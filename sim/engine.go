@@ -24,6 +24,7 @@ const (
 	evWaitDone               // req's dependency wait ends
 	evTimeout                // req's client deadline (if req.gen matches)
 	evBurst                  // the burst state flips
+	evResume                 // req arrived during a GC pause: it meets the policy now
 )
 
 type event struct {
@@ -58,6 +59,7 @@ const (
 	stCPU reqState = iota
 	stWait
 	stDone
+	stQueued // admitted, waiting for a worker (Pool, FIFO)
 )
 
 type request struct {
@@ -98,11 +100,13 @@ type engine struct {
 	rArr, rSvc, rPrio, rRetry, rBurst, rUser *rand.Rand
 
 	// server
-	srv      ps
+	srv      server
 	inServer int
 	serverState
-	capacity float64 // nominal, requests per second
-	meanSvc  float64 // ns
+	capacity float64              // nominal, requests per second
+	meanSvc  float64              // ns
+	floor    func() time.Duration // the policy's floor estimate; nil: it has none
+	fluid    fluidBound
 
 	// arrivals
 	lamMax   float64 // per ns
@@ -133,7 +137,7 @@ func Run(sc Scenario, spec PolicySpec, seed uint64) (*Result, error) {
 		clk:      clock.NewManual(epoch),
 		capacity: s.Server.Capacity(),
 		meanSvc:  float64(s.Server.Service.MeanValue()),
-		srv:      ps{cores: float64(s.Server.Cores), kappa: s.Server.Contention},
+		srv:      newServer(s.Server, seed, int64(s.Duration)),
 	}
 	e.serverState = newServerState()
 	e.initArrivals(seed)
@@ -148,6 +152,8 @@ func Run(sc Scenario, spec PolicySpec, seed uint64) (*Result, error) {
 		return nil, fmt.Errorf("sim: policy %s: %w", spec.Name, err)
 	}
 	e.pol = pol
+	e.floor = floorOf(pol)
+	e.fluid = newFluidBound(&s, e.srv.pauses)
 	if k := s.Retry.Throttle; k > 0 {
 		if e.throttle, err = shed.NewThrottle(shed.ThrottleClock(e.clk), shed.ThrottleK(k), shed.ThrottleSeed(seed)); err != nil {
 			return nil, err
@@ -157,11 +163,13 @@ func Run(sc Scenario, spec PolicySpec, seed uint64) (*Result, error) {
 		e.schedule(int64(e.rBurst.ExpFloat64()*float64(s.Bursts.Period-s.Bursts.Length)), evBurst, nil)
 	}
 	e.m.init(&s, e.capacity)
+	e.m.hasFloor = e.floor != nil
 	if e.lamMax > 0 {
 		e.schedule(e.nextArrival(0), evArrival, nil)
 	}
 	e.loop()
 	e.m.busy = e.srv.busy
+	e.m.lossBound = e.fluid.ratio()
 	return e.m.result(&s, spec.Name, seed, e.capacity), nil
 }
 
@@ -215,9 +223,18 @@ func (e *engine) advance(t int64) {
 	e.srv.advance(t)
 	e.now = t
 	for t >= e.m.bucketEnd {
-		e.m.roll(e.pol.Limit(), e.inServer)
+		var floor time.Duration
+		if e.floor != nil {
+			floor = e.floor()
+		}
+		e.m.roll(e.pol.Limit(), e.inServer, floor)
 	}
-	e.apply(e.sc.Server.Changes, t)
+	if cf := e.coreFactor; e.changeIdx < len(e.sc.Server.Changes) {
+		e.apply(e.sc.Server.Changes, t)
+		if e.coreFactor != cf {
+			e.srv.setCores(float64(e.sc.Server.Cores) * e.coreFactor)
+		}
+	}
 }
 
 func (e *engine) loop() {
@@ -245,8 +262,14 @@ func (e *engine) loop() {
 			e.attempt(ev.req)
 		case evWaitDone:
 			if ev.req.gen == ev.gen && ev.req.state == stWait {
+				if end := e.pausedUntil(); end >= 0 {
+					e.schedule(end, evWaitDone, ev.req) // the reply waits for the pause to end
+					continue
+				}
 				e.finish(ev.req)
 			}
+		case evResume:
+			e.admit(ev.req)
 		case evTimeout:
 			if ev.req.gen == ev.gen && ev.req.state != stDone {
 				e.timeout(ev.req)
@@ -332,6 +355,7 @@ func (e *engine) arrival() {
 	e.classify(r)
 	r.first = e.now
 	e.budget = min(e.budget+e.sc.Retry.Budget, 100)
+	e.fluid.arrive(e.now, e.now >= e.warm, e.coreFactor, e.svcFactor)
 	if e.now >= e.warm {
 		e.m.request(r)
 	}
@@ -351,6 +375,26 @@ func (e *engine) attempt(r *request) {
 		return
 	}
 	e.m.attempt(r)
+	if end := e.pausedUntil(); end >= 0 {
+		e.schedule(end, evResume, r) // the process is stopped: the request waits for it
+		return
+	}
+	e.admit(r)
+}
+
+// pausedUntil returns the end of the GC pause in progress, or −1 if none
+// is.
+func (e *engine) pausedUntil() int64 {
+	if e.srv.pauses == nil {
+		return -1
+	}
+	return e.srv.pauses.until(e.now)
+}
+
+// admit puts an attempt that reached the server to the policy, and starts it
+// if admitted.
+func (e *engine) admit(r *request) {
+	e.setClock()
 	t, ok := e.pol.Admit(Request{Priority: r.prio, User: r.user})
 	if !ok {
 		e.m.reject(r)
@@ -375,15 +419,14 @@ func (e *engine) attempt(r *request) {
 	if !e.sc.Server.Wait.IsZero() {
 		r.wait = e.sc.Server.Wait.sample(e.rSvc, e.waitFactor[r.prio])
 	}
-	e.startCPU(r)
+	e.srv.admit(r)
 	if e.sc.Retry.Attempts > 1 || e.sc.Server.HonourDeadlines {
 		e.schedule(r.start+e.dl, evTimeout, r)
 	}
 }
 
 func (e *engine) startCPU(r *request) {
-	r.state = stCPU
-	e.srv.start(r)
+	e.srv.admit(r)
 }
 
 func (e *engine) cpuDone(r *request) {
@@ -392,6 +435,7 @@ func (e *engine) cpuDone(r *request) {
 		e.recycle(r)
 		return
 	}
+	e.srv.cpuEnded(r)
 	if r.wait > 0 {
 		r.state = stWait
 		e.schedule(e.now+r.wait, evWaitDone, r)
@@ -403,6 +447,7 @@ func (e *engine) cpuDone(r *request) {
 // finish ends an admitted request that ran to completion.
 func (e *engine) finish(r *request) {
 	e.inServer--
+	e.srv.left(r)
 	lat := e.now - r.start
 	ontime := !r.late && lat <= e.dl
 	e.m.complete(r, lat, ontime, lat <= e.slo && ontime)
@@ -429,8 +474,9 @@ func (e *engine) finish(r *request) {
 func (e *engine) timeout(r *request) {
 	r.late = true
 	if e.sc.Server.HonourDeadlines {
-		if r.state == stCPU {
-			done := e.srv.abort(r)
+		cpu := r.state == stCPU
+		done := e.srv.abort(r)
+		if cpu {
 			e.m.work(r, done)
 			e.m.wasted += done
 		}

@@ -19,6 +19,16 @@ type Point struct {
 	InFlight  int           `json:"in_flight"` // at the end
 	Completed float64       `json:"completed"` // completions per second
 	OverSLO   float64       `json:"over_slo"`  // completions slower than the SLO per second
+	// Capacity is the server's true capacity over the interval, requests
+	// per second (the nominal one scaled by the changes in force).
+	Capacity float64 `json:"capacity"`
+	// Floor is the policy's estimate of the service's floor at the end of
+	// the interval (0: the policy has none; see Floorer); FloorTrue and
+	// FloorMedian are the model's true floor then, the mean and the median
+	// RTT of a request served alone.
+	Floor       time.Duration `json:"floor,omitempty"`
+	FloorTrue   time.Duration `json:"floor_true"`
+	FloorMedian time.Duration `json:"floor_median"`
 	// Prio splits Offered, Goodput and Rejected by priority: Prio[p] is
 	// priority p's part of the interval (zero for a priority no class
 	// has). Summed over the priorities they give the fields above, up to
@@ -51,6 +61,10 @@ type TargetResult struct {
 	// (encoded in JSON as null, which JSON has for no number).
 	Value float64 `json:"value"`
 	Pass  bool    `json:"pass"`
+	// NA reports that the figure does not apply to the run (a target on
+	// the floor estimate of a policy without one): the target counts as
+	// met.
+	NA bool `json:"na,omitempty"`
 }
 
 // MarshalJSON encodes the verdict, with an infinite or undefined Value as
@@ -62,7 +76,8 @@ func (t TargetResult) MarshalJSON() ([]byte, error) {
 			Target string   `json:"target"`
 			Value  *float64 `json:"value"`
 			Pass   bool     `json:"pass"`
-		}{t.Target, nil, t.Pass})
+			NA     bool     `json:"na,omitempty"`
+		}{t.Target, nil, t.Pass, t.NA})
 	}
 	return json.Marshal(plain(t))
 }
@@ -70,41 +85,86 @@ func (t TargetResult) MarshalJSON() ([]byte, error) {
 // Result is what one run of a scenario under a policy measured. Summary
 // figures exclude the warm-up.
 type Result struct {
-	Scenario        string           `json:"scenario"`
-	Policy          string           `json:"policy"`
-	Seed            uint64           `json:"seed"`
-	CapacityRPS     float64          `json:"capacity_rps"`
-	OfferedRPS      float64          `json:"offered_rps"`
-	GoodputRPS      float64          `json:"goodput_rps"`
-	GoodputRatio    float64          `json:"goodput_ratio"`       // goodput / capacity
-	ServedRatio     float64          `json:"served_ratio"`        // goodput / min(offered, capacity)
-	ThroughputRatio float64          `json:"throughput_ratio"`    // completions before the deadline / requests offered
-	MeanMs          float64          `json:"mean_ms"`             // admitted requests
-	P50ms           float64          `json:"p50_ms"`              // admitted requests
-	P99ms           float64          `json:"p99_ms"`              // admitted requests
-	P999ms          float64          `json:"p999_ms"`             // admitted requests
-	SLOms           float64          `json:"slo_ms"`              // latency objective
-	RejectRatio     float64          `json:"reject_ratio"`        // policy rejections / attempts
-	LateRejectRatio float64          `json:"late_reject_ratio"`   // rejections / attempts from Scenario.Recover on
-	InversionRatio  float64          `json:"inversion_ratio"`     // refusals within Interval/10 of an admission of lower priority / attempts
-	CapHits         int64            `json:"cap_hits"`            // attempts failed by the in-flight cap
-	SettleIntervals int              `json:"settle_intervals"`    // after Scenario.Change; -1: never settled
-	PeakP99ms       float64          `json:"peak_p99_ms"`         // worst interval p99 after Scenario.Change
-	PhaseGoodput    float64          `json:"phase_goodput_ratio"` // goodput / capacity in the phase after Scenario.Change
-	LimitCoV        float64          `json:"limit_cov"`           // coefficient of variation of the limit on the plateau
-	ShedStartLoad   float64          `json:"shed_start_load"`     // scheduled load (× capacity) when shedding began; -1: it never did
-	LimitReachS     float64          `json:"limit_reach_s"`       // seconds from the change until the limit is first within ±20% of the optimum (the core count); -1: never
-	LimitNearOpt    float64          `json:"limit_near_optimum"`  // share of the phase's intervals from 2 s after the change with the limit within ±20% of the optimum
-	WastedRatio     float64          `json:"wasted_ratio"`        // CPU work that produced no on-time success
-	RetryAmp        float64          `json:"retry_amplification"`
-	ThrottledRatio  float64          `json:"throttled_ratio"` // attempts the clients refused locally (not sent)
-	Jain            float64          `json:"jain"`            // Jain's index of the users' success ratios
-	PerPriority     []PriorityResult `json:"per_priority"`
-	Targets         []TargetResult   `json:"targets,omitempty"`
-	Pass            bool             `json:"pass"`
-	Series          []Point          `json:"-"`
-	Requests        int64            `json:"requests"` // simulated attempts in all
+	Scenario        string  `json:"scenario"`
+	Policy          string  `json:"policy"`
+	Seed            uint64  `json:"seed"`
+	CapacityRPS     float64 `json:"capacity_rps"`
+	OfferedRPS      float64 `json:"offered_rps"`
+	GoodputRPS      float64 `json:"goodput_rps"`
+	GoodputRatio    float64 `json:"goodput_ratio"`       // goodput / capacity
+	ServedRatio     float64 `json:"served_ratio"`        // goodput / min(offered, capacity)
+	ThroughputRatio float64 `json:"throughput_ratio"`    // completions before the deadline / requests offered
+	MeanMs          float64 `json:"mean_ms"`             // admitted requests
+	P50ms           float64 `json:"p50_ms"`              // admitted requests
+	P99ms           float64 `json:"p99_ms"`              // admitted requests
+	P999ms          float64 `json:"p999_ms"`             // admitted requests
+	SLOms           float64 `json:"slo_ms"`              // latency objective
+	RejectRatio     float64 `json:"reject_ratio"`        // policy rejections / attempts
+	LateRejectRatio float64 `json:"late_reject_ratio"`   // rejections / attempts from Scenario.Recover on
+	InversionRatio  float64 `json:"inversion_ratio"`     // refusals within Interval/10 of an admission of lower priority / attempts
+	CapHits         int64   `json:"cap_hits"`            // attempts failed by the in-flight cap
+	SettleIntervals int     `json:"settle_intervals"`    // after Scenario.Change; -1: never settled
+	PeakP99ms       float64 `json:"peak_p99_ms"`         // worst interval p99 after Scenario.Change
+	PhaseGoodput    float64 `json:"phase_goodput_ratio"` // goodput / capacity in the phase after Scenario.Change
+	LimitCoV        float64 `json:"limit_cov"`           // coefficient of variation of the limit on the plateau
+	ShedStartLoad   float64 `json:"shed_start_load"`     // scheduled load (× capacity) when shedding began; -1: it never did
+	LimitReachS     float64 `json:"limit_reach_s"`       // seconds from the change until the limit is first within ±20% of the optimum (the core count); -1: never
+	LimitNearOpt    float64 `json:"limit_near_optimum"`  // share of the phase's intervals from 2 s after the change with the limit within ±20% of the optimum
+	WastedRatio     float64 `json:"wasted_ratio"`        // CPU work that produced no on-time success
+	RetryAmp        float64 `json:"retry_amplification"`
+	ThrottledRatio  float64 `json:"throttled_ratio"` // attempts the clients refused locally (not sent)
+	Jain            float64 `json:"jain"`            // Jain's index of the users' success ratios
+	// LossRatio is the share of requests (first attempts after warm-up)
+	// not served within the SLO: refused, failed, late or unfinished.
+	LossRatio float64 `json:"loss_ratio"`
+	// LossBound is the least share of requests that any policy must
+	// refuse or serve late, given the arrivals of the run and the
+	// capacity: a fluid bound (see fluidBound in bound.go).
+	LossBound float64 `json:"loss_bound"`
+	// IncidentResult holds the figures around Scenario.Incident (absent
+	// without one).
+	*IncidentResult
+	// FloorResult judges the policy's floor estimate (absent if the policy
+	// has none).
+	*FloorResult
+	PerPriority []PriorityResult `json:"per_priority"`
+	Targets     []TargetResult   `json:"targets,omitempty"`
+	Pass        bool             `json:"pass"`
+	Series      []Point          `json:"-"`
+	Requests    int64            `json:"requests"` // simulated attempts in all
 }
+
+// IncidentResult holds the figures of a run around its Scenario.Incident:
+// goodput (completions within the SLO) as a share of the true capacity of
+// the moment, and the p99 latency of successes (completions before the
+// client's deadline), over the transient [At, At+Early) and the settled
+// span [At+Early, Restore or the end), by completion time; and the share
+// of goodput against what could be served, Σ goodput / Σ min(offered,
+// capacity), per interval of the settled span.
+type IncidentResult struct {
+	EarlyGoodput float64 `json:"early_goodput_ratio"`
+	EarlyP99ms   float64 `json:"early_p99_ms"`
+	Goodput      float64 `json:"incident_goodput_ratio"`
+	P99ms        float64 `json:"incident_p99_ms"`
+	Served       float64 `json:"incident_served_ratio"`
+}
+
+// FloorResult judges a policy's floor estimate (see Floorer) against the
+// model's true floor at the end of each interval that ends at least 10 s
+// after every change before it (the start, a load phase, a change of the
+// server, the incident's start and restore).
+type FloorResult struct {
+	// FloorError is the worst relative error over those intervals: 0
+	// between the true floor's median and mean, else the relative
+	// distance to the nearer of them (an estimate of 0 counts as 1).
+	FloorError float64 `json:"floor_error"`
+	// FloorIntervals is the number of intervals judged (0: none, and
+	// FloorError means nothing).
+	FloorIntervals int `json:"floor_intervals"`
+}
+
+// floorGrace is how long after a change the floor estimate is not judged.
+const floorGrace = 10 * time.Second
 
 type metricsAcc struct {
 	interval  int64
@@ -143,6 +203,15 @@ type metricsAcc struct {
 	lastAdmit  [MaxPriorities]int64
 	invSpan    int64
 	inversions int64
+
+	hasFloor  bool    // the policy reports a floor estimate
+	lossBound float64 // the fluid bound, set by the engine
+	// around Scenario.Incident: the spans [early, settled) and [settled,
+	// end), successes' latencies and goodput in each, by completion time
+	inc                          bool
+	incEarly, incSettled, incEnd int64
+	earlyLat, spanLat            []int64
+	earlyGood, spanGood          int64
 }
 
 func (m *metricsAcc) init(s *Scenario, capacity float64) {
@@ -160,9 +229,18 @@ func (m *metricsAcc) init(s *Scenario, capacity float64) {
 	if s.Recover > 0 {
 		m.recoverAt = int64(s.Recover)
 	}
+	if in := s.Incident; in != nil {
+		m.inc = true
+		m.incEarly, m.incSettled, m.incEnd = int64(in.At), int64(in.At+in.Early), int64(s.Duration)
+		if in.Restore > 0 {
+			m.incEnd = int64(in.Restore)
+		}
+	}
 }
 
-func (m *metricsAcc) roll(limit, inFlight int) {
+// roll closes the interval, with the policy's limit, the requests in the
+// server and the policy's floor estimate at its end.
+func (m *metricsAcc) roll(limit, inFlight int, floor time.Duration) {
 	sec := float64(m.interval) / 1e9
 	p := m.cur
 	p.T = time.Duration(m.bucketEnd)
@@ -176,7 +254,7 @@ func (m *metricsAcc) roll(limit, inFlight int) {
 		p.Prio[i].Goodput /= sec
 		p.Prio[i].Rejected /= sec
 	}
-	p.Limit, p.InFlight = limit, inFlight
+	p.Limit, p.InFlight, p.Floor = limit, inFlight, floor
 	if len(m.curLat) > 0 {
 		slices.Sort(m.curLat)
 		p.P99 = time.Duration(quantile(m.curLat, 0.99))
@@ -257,6 +335,9 @@ func (m *metricsAcc) complete(r *request, lat int64, ontime, good bool) {
 		if r.counted {
 			m.ontime++
 		}
+		if m.inc {
+			m.incident(r.start+lat, lat, good)
+		}
 	} else {
 		m.wasted += r.work
 	}
@@ -274,6 +355,23 @@ func (m *metricsAcc) complete(r *request, lat int64, ontime, good bool) {
 }
 
 func (m *metricsAcc) fail(*request) {}
+
+// incident counts a success that completed at t, lat after its attempt
+// began (good: within the SLO), in the incident's span it falls in.
+func (m *metricsAcc) incident(t, lat int64, good bool) {
+	switch {
+	case t >= m.incEarly && t < m.incSettled:
+		m.earlyLat = append(m.earlyLat, lat)
+		if good {
+			m.earlyGood++
+		}
+	case t >= m.incSettled && t < m.incEnd:
+		m.spanLat = append(m.spanLat, lat)
+		if good {
+			m.spanGood++
+		}
+	}
+}
 
 // request counts a request (a first attempt) after warm-up.
 func (m *metricsAcc) request(r *request) {
@@ -381,16 +479,107 @@ func (m *metricsAcc) result(s *Scenario, policy string, seed uint64, capacity fl
 		}
 	}
 	r.Jain = jain(ratios)
+	if m.firsts > 0 {
+		r.LossRatio = max(0, 1-float64(m.good)/float64(m.firsts))
+	}
+	r.LossBound = m.lossBound
+	m.server(s, r)
 	m.settle(s, r)
 	r.ShedStartLoad = m.shedStart(s)
 	r.Pass = true
 	for _, t := range s.Targets {
+		if !r.applies(t.Metric) {
+			r.Targets = append(r.Targets, TargetResult{Target: t.String(), Value: math.NaN(), Pass: true, NA: true})
+			continue
+		}
 		v, ok := r.metric(t.Metric)
 		pass := ok && (t.Min == nil || v >= *t.Min) && (t.Max == nil || v <= *t.Max)
 		r.Targets = append(r.Targets, TargetResult{Target: t.String(), Value: v, Pass: pass})
 		r.Pass = r.Pass && pass
 	}
 	return r
+}
+
+// server fills in each point's capacity and true floor, and the figures
+// that need them: the floor estimate's error and the incident's figures.
+func (m *metricsAcc) server(s *Scenario, r *Result) {
+	// Changes in time order, for the floor's grace after each.
+	changes := []time.Duration{0}
+	for _, p := range s.Load {
+		changes = append(changes, p.At)
+	}
+	for _, c := range s.Server.Changes {
+		changes = append(changes, c.At)
+	}
+	if in := s.Incident; in != nil {
+		changes = append(changes, in.At, in.Restore)
+	}
+	slices.Sort(changes)
+	worst, judged := 0.0, 0
+	for i := range m.series {
+		p := &m.series[i]
+		st := s.stateAt(p.T - s.Interval)
+		p.Capacity = s.capacityAt(&st)
+		end := s.stateAt(p.T - 1)
+		p.FloorTrue, p.FloorMedian = s.floorAt(&end)
+		if !m.hasFloor {
+			continue
+		}
+		last := time.Duration(0)
+		for _, c := range changes {
+			if c < p.T {
+				last = c
+			}
+		}
+		if p.T-last < floorGrace {
+			continue
+		}
+		judged++
+		worst = max(worst, floorError(p.Floor, p.FloorTrue, p.FloorMedian))
+	}
+	if m.hasFloor {
+		r.FloorResult = &FloorResult{FloorError: worst, FloorIntervals: judged}
+	}
+	if !m.inc {
+		return
+	}
+	capOver := func(from, to int64) float64 { // requests the capacity allows over [from, to)
+		var n float64
+		for t := from; t < to; {
+			st := s.stateAt(time.Duration(t))
+			next := to
+			for _, c := range s.Server.Changes {
+				if int64(c.At) > t && int64(c.At) < next {
+					next = int64(c.At)
+				}
+			}
+			n += s.capacityAt(&st) * float64(next-t) / 1e9
+			t = next
+		}
+		return n
+	}
+	ir := &IncidentResult{}
+	if c := capOver(m.incEarly, m.incSettled); c > 0 {
+		ir.EarlyGoodput = float64(m.earlyGood) / c
+	}
+	if c := capOver(m.incSettled, m.incEnd); c > 0 {
+		ir.Goodput = float64(m.spanGood) / c
+	}
+	slices.Sort(m.earlyLat)
+	slices.Sort(m.spanLat)
+	ir.EarlyP99ms = float64(quantile(m.earlyLat, 0.99)) / 1e6
+	ir.P99ms = float64(quantile(m.spanLat, 0.99)) / 1e6
+	var servable, gp float64
+	for _, p := range m.series {
+		if from := int64(p.T - s.Interval); from >= m.incSettled && int64(p.T) <= m.incEnd {
+			servable += min(p.Offered, p.Capacity)
+			gp += p.Goodput
+		}
+	}
+	if servable > 0 {
+		ir.Served = gp / servable
+	}
+	r.IncidentResult = ir
 }
 
 // jain returns Jain's fairness index (Σx)²/(n·Σx²) of xs: 1 when all are
@@ -547,6 +736,12 @@ func cov(xs []float64) float64 {
 	return math.Sqrt(v/float64(len(xs))) / mean
 }
 
+// applies reports whether the named figure applies to the run: a figure of
+// the floor estimate does not to a policy that has none.
+func (r *Result) applies(name string) bool {
+	return name != "floor_error" || r.FloorResult != nil
+}
+
 // metric returns the named summary figure (a JSON field name of Result), or
 // for "p<k>_success" the success ratio of priority k.
 func (r *Result) metric(name string) (float64, bool) {
@@ -596,6 +791,35 @@ func (r *Result) metric(name string) (float64, bool) {
 		return r.RetryAmp, true
 	case "jain":
 		return r.Jain, true
+	case "loss_ratio":
+		return r.LossRatio, true
+	case "loss_bound":
+		return r.LossBound, true
+	case "loss_over_bound":
+		return r.LossRatio - r.LossBound, true
+	case "floor_error":
+		if r.FloorResult == nil || r.FloorIntervals == 0 {
+			return math.NaN(), false
+		}
+		return r.FloorError, true
+	}
+	if ir := r.IncidentResult; ir != nil {
+		switch name {
+		case "early_goodput_ratio":
+			return ir.EarlyGoodput, true
+		case "early_p99_ms":
+			return ir.EarlyP99ms, true
+		case "early_p99_over_slo":
+			return ir.EarlyP99ms / r.SLOms, true
+		case "incident_goodput_ratio":
+			return ir.Goodput, true
+		case "incident_p99_ms":
+			return ir.P99ms, true
+		case "incident_p99_over_slo":
+			return ir.P99ms / r.SLOms, true
+		case "incident_served_ratio":
+			return ir.Served, true
+		}
 	}
 	var k int
 	if n, _ := fmt.Sscanf(name, "p%d_success", &k); n == 1 {

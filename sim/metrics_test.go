@@ -30,9 +30,9 @@ func TestPrioSeriesCounts(t *testing.T) {
 	send(3, true, false)
 	send(3, true, false)
 	send(3, false, true)
-	m.roll(10, 2)
+	m.roll(10, 2, 0)
 	send(2, true, false)
-	m.roll(10, 0)
+	m.roll(10, 0, 0)
 
 	if len(m.series) != 2 {
 		t.Fatalf("%d points, want 2", len(m.series))

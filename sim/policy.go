@@ -168,15 +168,52 @@ func (unbounded) Limit() int                   { return -1 }
 // it with the Env's clock (adaptive.WithClock(env.Clock)).
 type GatePolicy struct {
 	Gate *adaptive.Limiter
+	alg  adaptive.Algorithm // as given to NewGatePolicy; nil if built otherwise
 }
 
-// NewGatePolicy builds a gate with adaptive.New and wraps it.
+// NewGatePolicy builds a gate with adaptive.New and wraps it. Run records
+// the algorithm's floor estimate if it has one (see Floorer).
 func NewGatePolicy(alg adaptive.Algorithm, opts ...adaptive.Option) (*GatePolicy, error) {
 	g, err := adaptive.New(alg, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &GatePolicy{Gate: g}, nil
+	return &GatePolicy{Gate: g, alg: alg}, nil
+}
+
+// Floorer is implemented by an algorithm, or a policy, that estimates the
+// service's floor: the RTT of a request served alone (concurrency 1, no
+// load). Run records the estimate at the end of every interval
+// (Point.Floor) and judges it against the model's true floor
+// (Result.FloorError). A GatePolicy's algorithm without a Floor method is
+// asked for Baseline() (gradient) or NoLoadRTT() (vegas) instead.
+type Floorer interface {
+	Floor() time.Duration
+}
+
+// floorOf returns how to read the floor estimate of p, or nil if it has
+// none: p's own Floor, or that of the algorithm of its gate (Floor,
+// Baseline or NoLoadRTT).
+func floorOf(p Policy) func() time.Duration {
+	if f, ok := p.(Floorer); ok {
+		return f.Floor
+	}
+	var alg adaptive.Algorithm
+	switch q := p.(type) {
+	case *GatePolicy:
+		alg = q.alg
+	case *ShedPolicy:
+		alg = q.alg
+	}
+	switch a := alg.(type) {
+	case Floorer:
+		return a.Floor
+	case interface{ Baseline() time.Duration }:
+		return a.Baseline
+	case interface{ NoLoadRTT() time.Duration }:
+		return a.NoLoadRTT
+	}
+	return nil
 }
 
 // Admit tries the gate without waiting.

@@ -55,6 +55,9 @@ import (
 // abandoned, as in Run (the policy is not told), and no goroutine of the run
 // is left running when RunRealtime returns.
 //
+// RunRealtime plays the PS server model only, without GC pauses or changes
+// of the cores (Change.CoreFactor); it returns an error for the others.
+//
 // A run lasts scale·Duration of wall time. It is not reproducible to the
 // bit: admissions happen when the goroutines get to them, and the policy
 // reads the real clock. Timer granularity (about 1 ms of wall time on Linux)
@@ -135,6 +138,9 @@ func runRealtime(sc Scenario, spec PolicySpec, seed uint64, scale float64) (*Res
 	if err := sc.Validate(); err != nil {
 		return nil, rtStats{}, err
 	}
+	if err := realtimeSupports(sc.Server); err != nil {
+		return nil, rtStats{}, err
+	}
 	s := sc.withDefaults()
 	capacity := s.Server.Capacity()
 	rt := &rtRun{
@@ -194,6 +200,20 @@ func runRealtime(sc Scenario, spec PolicySpec, seed uint64, scale float64) (*Res
 	return rt.m.result(&s, spec.Name, seed, capacity), rt.stats, nil
 }
 
+// realtimeSupports reports what of srv RunRealtime cannot play: it has only
+// the processor-sharing model, without GC pauses or changes of the cores.
+func realtimeSupports(srv Server) error {
+	if srv.Model != PS || srv.GC != nil {
+		return fmt.Errorf("sim: RunRealtime plays the ps model without GC pauses only (got %s)", srv.describe())
+	}
+	for _, c := range srv.Changes {
+		if c.CoreFactor != 0 && c.CoreFactor != 1 {
+			return fmt.Errorf("sim: RunRealtime does not change the cores (change at %v)", c.At)
+		}
+	}
+	return nil
+}
+
 // wall returns the wall-clock instant of scenario time t.
 func (rt *rtRun) wall(t int64) time.Time {
 	return rt.t0.Add(time.Duration(float64(t) * rt.scale))
@@ -219,7 +239,7 @@ func (rt *rtRun) sleepUntil(t int64) bool {
 // t, like the engine's advance. The caller holds rt.mu (or is alone).
 func (rt *rtRun) rollTo(t int64) {
 	for t >= rt.m.bucketEnd {
-		rt.m.roll(rt.pol.Limit(), rt.inServer)
+		rt.m.roll(rt.pol.Limit(), rt.inServer, 0)
 	}
 	rt.apply(rt.sc.Server.Changes, t)
 }

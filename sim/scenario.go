@@ -20,7 +20,20 @@ import (
 // cores' worth of work per second, shared equally, so throughput really
 // collapses under unbounded concurrency. After its CPU phase a request may
 // wait on a dependency (Wait): it holds its slot but uses no CPU.
+//
+// That is the PS model, the default. Model selects another structure in
+// front of the same cores (a thread pool with an accept queue, or FIFO
+// cores that run each request to completion), and GC adds stop-the-world
+// pauses to any of them.
 type Server struct {
+	// Model is how admitted requests reach the cores (default PS).
+	Model Model
+	// Workers is the thread count of a Pool server (0: 4×Cores); other
+	// models ignore it.
+	Workers int
+	// GC adds stop-the-world pauses (nil: none).
+	GC *GC
+
 	Cores      int
 	Service    Dist    // CPU work per request
 	Wait       Dist    // dependency wait after the CPU phase (zero: none)
@@ -47,6 +60,10 @@ type Change struct {
 	WaitFactor float64
 	// WaitPriorities limits WaitFactor to these priorities (none: all).
 	WaitPriorities []int
+	// CoreFactor multiplies the cores from At on (0 means 1; 0.5 halves
+	// capacity and leaves the RTT of a request alone as it was, as long as
+	// a whole core remains).
+	CoreFactor float64
 }
 
 // Phase sets the offered load from a moment on, as a multiple of the
@@ -164,7 +181,23 @@ type Scenario struct {
 	// Recover is the moment from which rejections should have stopped (e.g.
 	// a few seconds after a surge ends): late_reject_ratio counts from it.
 	Recover time.Duration
-	Targets []Target
+	// Incident, if set, marks the incident the Result's incident figures
+	// (Result.Incident) are measured around.
+	Incident *Incident
+	Targets  []Target
+}
+
+// Incident marks the moments of an incident: the surge, or the change of
+// capacity, at At (0: the process starts into it), and, if it ends, the
+// moment Restore the capacity comes back. The early figures cover the
+// transient [At, At+Early), the settled ones [At+Early, Restore) (to the
+// end of the run without Restore); set Scenario.Recover to Restore to have
+// late_reject_ratio count the refusals after it.
+type Incident struct {
+	At      time.Duration
+	Restore time.Duration
+	// Early is the transient's length (0: 5 s).
+	Early time.Duration
 }
 
 func (sc *Scenario) withDefaults() Scenario {
@@ -183,6 +216,11 @@ func (sc *Scenario) withDefaults() Scenario {
 	}
 	if s.Users == 0 {
 		s.Users = 1000
+	}
+	if s.Incident != nil && s.Incident.Early == 0 {
+		in := *s.Incident
+		in.Early = 5 * time.Second
+		s.Incident = &in
 	}
 	return s
 }
@@ -245,9 +283,22 @@ func (sc *Scenario) Validate() error {
 		bad("retry: attempts and budget must be ≥ 0, backoff > 0 with retries")
 	}
 	for _, c := range s.Server.Changes {
-		if c.ServiceFactor <= 0 {
-			bad("change at %v: service factor must be positive", c.At)
+		if c.ServiceFactor <= 0 || c.CoreFactor < 0 {
+			bad("change at %v: service factor must be positive, core factor not negative", c.At)
 		}
+	}
+	if s.Server.Model > FIFO {
+		bad("unknown server model %v", s.Server.Model)
+	}
+	if s.Server.Workers < 0 {
+		bad("workers %d: must not be negative", s.Server.Workers)
+	}
+	if err := s.Server.GC.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if in := s.Incident; in != nil && (in.At < 0 || in.At >= s.Duration || in.Early < 0 ||
+		(in.Restore != 0 && in.Restore <= in.At+in.Early) || in.Restore > s.Duration) {
+		bad("incident %+v: need 0 ≤ at < duration and at + early < restore ≤ duration (or no restore)", *in)
 	}
 	return errors.Join(errs...)
 }
@@ -256,7 +307,12 @@ func (sc *Scenario) Validate() error {
 const MaxPriorities = 4
 
 // Capacity returns the server's nominal throughput in requests per second:
-// c / E[S].
+// c / E[S]; for Pool no more than its threads can carry, W / (E[S] + E[wait]);
+// with GC, times the share of time the pauses leave, 1 − Pause/Every.
 func (s Server) Capacity() float64 {
-	return float64(s.Cores) / s.Service.MeanValue().Seconds()
+	c := s.capacityAt(1, 1, 1)
+	if s.GC != nil {
+		c *= s.GC.share()
+	}
+	return c
 }

@@ -43,6 +43,11 @@ func step(name string, factor, goodput float64) Scenario {
 	}
 }
 
+// BurstsMargin is how much more than the least possible share of
+// requests (Result.LossBound) a policy may refuse or serve late in a
+// bursts scenario.
+const BurstsMargin = 0.05
+
 // Scenarios returns the built-in scenarios, after the evaluation plan in
 // prior-art-shedding.md §4.
 func Scenarios() []Scenario {
@@ -127,8 +132,16 @@ func Scenarios() []Scenario {
 			// Base b and bursts of 3b for a tenth of the time: 0.9b + 0.3b = 0.7.
 			Load:   steps(0.7 / 1.2),
 			Bursts: &Bursts{Load: 3 * 0.7 / 1.2, Length: 100 * time.Millisecond, Period: time.Second},
+			// Bursts overload the server for a while (1.75× during a
+			// burst): some requests must be refused or served late,
+			// whatever the policy. loss_bound is the least share on the
+			// run's own arrivals (a fluid bound, see fluidBound); it
+			// ignores service-time variance and that a request runs on
+			// one core, so the best fixed limit loses 4.1–4.7 points more
+			// than it here (seeds 1–5, limits 16–200). The margin over the
+			// bound is 5 points.
 			Targets: []Target{
-				AtMost("reject_ratio", 0.01),
+				AtMost("loss_over_bound", BurstsMargin),
 				AtMost("p99_over_slo", 1),
 			},
 		},
