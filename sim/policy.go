@@ -121,12 +121,21 @@ func BuiltinPolicies() []PolicySpec {
 
 // ExtraPolicies returns policies that sluice sim runs only when named with
 // -policy: the priority shedder in front of the gradient and the Vegas gate
-// (shed-gradient, shed-vegas). They protect the high priorities in the
-// priority scenarios; where there is only one priority, shedding whole user
-// cohorts (so that a shed user is shed consistently) costs some goodput
-// against the plain gate.
+// (shed-gradient, shed-vegas), and the two gates with the algorithms' default
+// constructors (gradient-default, vegas-default). The shedders protect the
+// high priorities in the priority scenarios; where there is only one
+// priority, shedding whole user cohorts (so that a shed user is shed
+// consistently) costs some goodput against the plain gate. The default
+// gates are told nothing of the server but its memory (the maximum limit):
+// what the algorithms do in a service they were not tuned for.
 func ExtraPolicies() []PolicySpec {
 	return []PolicySpec{
+		{Name: "gradient-default", Description: "sluice adaptive gate with gradient.New()", New: func(e Env) (Policy, error) {
+			return NewGatePolicy(gradient.New(), adaptive.WithClock(e.Clock), adaptive.WithMaxLimit(e.MaxLimit()))
+		}},
+		{Name: "vegas-default", Description: "sluice adaptive gate with vegas.New()", New: func(e Env) (Policy, error) {
+			return NewGatePolicy(vegas.New(), adaptive.WithClock(e.Clock), adaptive.WithMaxLimit(e.MaxLimit()))
+		}},
 		{Name: "shed-gradient", Description: "priority shedder in front of the gradient gate", New: func(e Env) (Policy, error) {
 			return newShedPolicy(e, newGradientGate)
 		}},
