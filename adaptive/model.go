@@ -27,75 +27,97 @@ type FloorProber interface {
 //     bottleneck bandwidth. A maximum, because a saturated window measures
 //     the throughput or less (less when the limit was below the knee), never
 //     more; over a few windows, so that a service that lost capacity is
-//     believed within a second.
+//     believed within a second. A full probe replaces it with what it
+//     measured.
+//
 //   - the floor F: the round-trip time at low concurrency, about what a
-//     request served alone takes (in the statistic of Sample.RTT). It is a
-//     sample-weighted mean over the latest floorMemory requests of the
-//     windows that show it: windows in which the gate was not saturated (no
-//     one refused, the peak in flight under the limit — and, once the knee is
-//     known, at most the knee), and the measuring windows of a probe. A
-//     window slower than F by more than its noise (floorBand) is queueing and
-//     is left out; a faster one always counts. A saturated window is never
-//     evidence that the floor rose: whatever the floor, its RTT is its
-//     concurrency over the throughput (Little's law), so only a measurement
-//     at low concurrency — a probe — may raise F beyond its noise. (A
-//     saturated window faster than F by more than the noise does lower it: no
-//     RTT can be faster than the floor.)
+//     request served alone takes, in the statistic of Sample.RTT (and as a
+//     mean, for Little's law). It is a sample-weighted mean over the latest
+//     floorMemory requests of the windows that show it: windows in which the
+//     gate was not saturated (no one refused, the peak in flight under the
+//     limit), and probes. An unsaturated window slower than F by more than
+//     its noise (band) is queueing and is left out; a faster one counts. A
+//     saturated window is never evidence that the floor rose: whatever the
+//     floor, its RTT is its concurrency over the throughput (Little's law).
+//     It lowers F only when it is faster than F by more than its noise (no
+//     RTT can be faster than the floor).
+//
+//     Not saturated is not the same as low concurrency: at 0.8 of the
+//     capacity of four cores, requests queue, and the floor those windows
+//     show reads high by a third. So a floor only windows have shown is
+//     unconfirmed, and weighs nothing against a probe; a probe confirms it.
+//
 //   - the knee K = X·F (with F the mean RTT): the concurrency at which the
 //     service is just saturated, by Little's law. Below it cores idle; above
-//     it requests queue.
+//     it requests queue. Sample.SaturatingLimit adds kneeRoom to it.
 //
 // The probe. An algorithm that moves the limit on F (a FloorProber) needs F
-// to be right, and a saturated gate never shows it. So the gate probes when
-// it is saturated and
+// to be right, and a saturated gate never shows it. So the gate probes, in a
+// window in which it is saturated, when
 //
-//   - it has no floor (a cold start into overload), or
-//   - the service may have slowed: against one of the last slowLook
-//     saturated windows, the concurrency held fell by a quarter (slowCut)
-//     without making the RTT 10% faster (slowFlat), and the RTT is above F
-//     by more than its noise; or
-//   - probeEvery of continuous saturation passed without a probe or a window
-//     that showed the floor (BBR's ProbeRTT cadence);
+//   - it has no floor (a cold start into overload), or its floor is
+//     unconfirmed and the service is overloaded: probeLoad of the callers
+//     refused (smoothed over a few windows), or probeGap of continuous
+//     saturation; or
+//   - the service may have slowed: in two saturated windows in a row,
+//     cutting the concurrency did not make the RTT faster, or the mean RTT
+//     at the saturating limit was above what the model expects (see
+//     slowed);
 //
-// and not within probeGap of the end of the previous probe. A probe first
-// measures the throughput and RTT at the current limit over probeSamples
-// requests (the reference), then halves the limit, waits for the requests
-// admitted under the higher limit to drain (the first window after a cut,
-// and any window that began with more in flight than the new limit, measure
-// nothing), measures again over probeSamples requests, and so on, while the
-// throughput holds. At the first level whose throughput is probeFell below
-// the level above — the service is no longer saturated: the knee was crossed
-// and the RTT there is the floor — or at the gate's minimum limit, F is set
-// to the RTT measured there, up or down. At a level whose RTT is within the
-// noise of F, F is confirmed (and averaged with it). During a probe the
-// algorithm is told (Sample.Probing) and its proposals are not applied;
-// afterwards the limit returns to the algorithm's last proposal before the
-// probe, or to the least that keeps the service saturated
-// (Sample.SaturatingLimit) if that is higher.
+// and not within probeGap of the end of the previous probe. A full probe
+// measures the throughput at the current limit over probeSamples requests
+// (the reference), then halves the limit and measures again, while the
+// throughput holds. A window that starts with more in flight than the
+// level drains (the requests admitted under the higher limit queued there),
+// unless they are at most drainShare of its completions. The first level
+// whose throughput is below the one above by more than probeFell and two
+// standard errors has crossed the knee: the service is no longer saturated
+// there, so its RTT, measured over probeSamples requests, is the floor. (So is the RTT at the gate's minimum
+// limit.) It replaces an unconfirmed floor, and a confirmed one when they
+// differ by more than its noise; otherwise it is averaged in. The
+// throughput the probe measured at the levels that kept it becomes X.
 //
-// The cost of a probe. It never runs while the gate is not saturated: there
-// the windows themselves show the floor. A probe lasts at most probeSteps
-// levels below the reference, each of at most probeDrains draining windows
-// and probeWindows measuring ones. Every level but the last kept the
-// throughput (to within probeFell): it cost only latency that was not
-// there (less queueing). The last one is the only one below the knee, and,
-// being half a level that kept the throughput, it keeps at least half of it,
-// for at most probeDrains + probeWindows windows. With the defaults (100 ms
-// windows, more than probeSamples completions per window) that is two
-// windows at half throughput or better, every probeEvery at most: under 1% of
-// the throughput.
+// The check. Every probeEvery of continuous saturation (BBR's ProbeRTT
+// interval), a confirmed floor is checked: the limit holds ⌈checkDepth·K⌉,
+// just under the knee, for probeSamples requests. An RTT there within the
+// noise of F confirms it (and is averaged in, or replaces it if faster); one
+// slower in its statistic and in its mean puts it in doubt, and a full probe
+// follows at once. Checks come
+// less often when they cost more than checkBudget of the throughput.
+//
+// During a probe or a check the algorithm is told (Sample.Probing) and its
+// proposals are not applied; afterwards the limit returns to where the
+// algorithm had it (its last proposal, or the window's limit if lower), or
+// to Sample.SaturatingLimit if that is higher.
+//
+// The cost. Neither ever runs while the gate is not saturated: there the
+// windows themselves show the floor. A full probe's reference holds the
+// algorithm's limit; then at most probeSteps levels follow, each of at most
+// probeDrains draining and probeWindows measuring windows. Every level but
+// the last kept the throughput (the test asks a fall beyond probeFell and
+// two standard errors): they cost no throughput, only the queueing they
+// removed. The last one is the only one below the knee, and, half of a
+// level that kept the throughput, it keeps at least half of it, for at most
+// probeDrains + probeWindows windows. A check keeps about checkDepth of the
+// throughput for as long, and checks are spaced to cost at most checkBudget.
+// With 100 ms windows and a few hundred completions in each, a full probe
+// costs one or two windows at half the throughput or better, and a check
+// one window at nine tenths.
 type model struct {
 	floor, floorMean float64 // ns; 0: no floor yet
 	floorW           float64 // requests behind the floor's average
-	confirmed        bool    // the floor was measured below a known knee, or by a probe
+	confirmed        bool    // a probe measured the floor (else only unsaturated windows showed it)
 
 	rate     float64              // smoothed completion rate of saturated windows, per second
 	rates    [rateWindows]float64 // the smoothed rates of the last saturated windows
 	ratesN   int
 	thr      float64 // X, per second; 0: never saturated
-	satSince int64   // ns: since when the gate has been saturated without the floor shown; −1: not saturated
+	satSince int64   // ns: since when the gate has been saturated without a break or a probe; −1: not saturated
+	refused  float64 // the share of callers refused, smoothed over about ten windows
 	hist     [slowLook]histPoint
 	histN    int
+	flat     bool // the last saturated window showed a cut that did not make the RTT faster
+	above    bool // the last saturated window's mean RTT was above what the model expects
 
 	probe      probe
 	probeEnd   int64 // ns: when the last probe ended; −1: none yet
@@ -133,11 +155,11 @@ type probe struct {
 // The tuned numbers of the model and the probe, in one table.
 const (
 	// floorMemory: the floor is a mean over about this many requests: the
-	// median of n exponential times varies by ±1/√n, the mean by about as
-	// much, so it is known to ±2.5% — enough for a check (below) not to
-	// take its own noise for a slower service. A faster service is
-	// followed sooner: a measurement at low concurrency clearly faster
-	// than the floor replaces it.
+	// mean of n exponential times varies by ±1/√n, their median by
+	// ±1.44/√n, so it is known to ±2.5–3% — enough for a check not to take
+	// its own noise for a slower service. A faster service is followed
+	// sooner: a measurement at low concurrency clearly faster than the
+	// floor replaces it.
 	floorMemory = 2000
 	// floorNoise and floorBand: a window's RTT within F·(1 + max(floorBand,
 	// floorNoise/√n)) is the floor's noise: 2.5 standard errors of the
@@ -178,16 +200,22 @@ const (
 	// more than this share of the throughput (on a few cores the knee is
 	// a handful of requests, and a check measures for longer).
 	checkBudget = 0.01
-	// probeEvery: continuous saturation without a window showing the floor
-	// after which the floor is measured again (BBR's ProbeRTT interval).
+	// probeEvery: the continuous saturation after which a confirmed floor
+	// is checked (BBR's ProbeRTT interval): a service that slowed while
+	// the gate was saturated shows it no other way when the algorithm
+	// does not cut the concurrency.
 	probeEvery = 10 * time.Second
 	// probeLoad: a floor that no probe has confirmed (learnt from windows
 	// in which the gate was not saturated, whose RTT may hold some
-	// queueing) is probed in the first window that refuses this share of
-	// the callers — overload, where a wrong floor costs — or after
-	// probeGap of continuous saturation; not on the Poisson peaks of a
-	// busy server, which refuse a few.
+	// queueing) is probed once the gate refuses this share of the callers
+	// (smoothed: refusedAlpha) — overload, where a wrong floor costs — or
+	// after probeGap of continuous saturation; not on the Poisson peaks of
+	// a busy server, which refuse a few.
 	probeLoad = 0.1
+	// refusedAlpha: the share of callers refused is smoothed with this
+	// weight per window (about ten windows, a second of default ones), so
+	// that a burst of a window or two does not read as overload.
+	refusedAlpha = 0.1
 	// probeGap: the least time between probes, so that evidence which keeps
 	// pointing at a slower service cannot keep the gate probing.
 	probeGap = 2 * time.Second
@@ -202,10 +230,12 @@ const (
 	probeFell = 0.2
 	// probeDrains: the most windows a level waits for the requests admitted
 	// under the higher limit to finish; a probe that waits longer gives up.
-	// drainShare: a window measures its level when the requests still in
-	// flight from the higher limit at its start are at most this share of
-	// its completions: their extra queueing then moves the mean by about
-	// 1% (on 16 cores a cut from 20 to 14 leaves 6 of 250).
+	// drainShare: the first window after a cut (it starts with more in
+	// flight than the new limit) measures the level only when the requests
+	// in flight at its start, all admitted under the higher limit, are at
+	// most this share of its completions: their queueing then moves its
+	// mean by a few percent at most. Otherwise it drains, and the next
+	// window measures.
 	probeDrains = 3
 	drainShare  = 0.05
 	// probeSteps: the most halvings of one probe (1/256 of the limit).
@@ -282,22 +312,22 @@ func (m *model) blend(rtt, avg float64, n int) {
 // a check's) over n requests: it is averaged into a confirmed floor when it
 // agrees with it to within its noise, and replaces it otherwise (a floor no
 // probe confirmed may hold queueing: it weighs nothing against a
-// measurement under the knee). It reports whether a confirmed floor moved:
-// the service changed.
-func (m *model) measured(rtt, avg, n float64) (moved bool) {
+// measurement under the knee).
+func (m *model) measured(rtt, avg, n float64) {
 	if d := math.Abs(rtt - m.floor); m.confirmed && d <= band(int(n))*m.floor {
 		m.blend(rtt, avg, int(n))
-		return false
+		return
 	}
-	moved = m.confirmed
 	m.floor, m.floorMean, m.floorW, m.confirmed = rtt, avg, min(n, floorMemory), true
-	return moved
 }
 
 // observe learns from a window that is not part of a probe: the floor from
 // windows that show it, the throughput from saturated ones. It reports
 // whether the window showed the floor.
 func (m *model) observe(s *Sample, now int64) (shown bool) {
+	if all := s.Rejected + s.Count + s.Dropped; all > 0 {
+		m.refused += refusedAlpha * (float64(s.Rejected)/float64(all) - m.refused)
+	}
 	if !dropsOK(s) {
 		return false
 	}
@@ -343,32 +373,53 @@ func (m *model) addRate(x float64) {
 	}
 }
 
-// slowed reports whether the windows say the service may have slowed (see
-// slowLook), and records the window if the gate was saturated. The
-// concurrency of a window is the one it held (Sample.Held): one that still
-// drains a cut counts at its new limit, so a cut that did not make the RTT
-// faster shows at once.
+// slowed reports whether the windows say the service may have slowed, and
+// records the window if the gate was saturated. Two signs, each of which
+// must show in two saturated windows in a row, the second clear of the
+// requests of any higher limit (the RTT of a window right after a cut may
+// still be the old queue's: after a burst it falls a window later, after a
+// slowdown it does not):
+//
+//   - flat: against one of the last slowLook saturated windows, the
+//     concurrency held (Sample.Held) fell by a quarter (slowCut) without
+//     making the RTT 10% faster (slowFlat) or falling in proportion to
+//     within two standard errors;
+//   - above the model: the window held no more than the saturating limit
+//     S = ⌈K⌉ + kneeRoom, where the model expects a mean RTT of at most
+//     F·S/K (Little's law), and its mean RTT was above that by more than its
+//     noise. (A limit held at the saturating limit by the algorithm's guard
+//     shows no cut, only this.)
+//
+// Either way the RTT must also be above F by more than its noise.
 func (m *model) slowed(s *Sample) bool {
 	if !s.Saturated() || !dropsOK(s) {
 		return false
 	}
 	rtt, held := float64(s.RTT), float64(s.Held())
-	slow := false
+	flat, above := false, false
 	if m.floor > 0 && rtt > m.floor*(1+band(s.Count)) {
 		for i := range min(m.histN, slowLook) {
 			h := m.hist[i]
 			// Queueing would make the RTT fall in proportion to the
 			// concurrency: it did not, by more than two standard errors
 			// of the ratio of two window means.
-			cut, flat := held/float64(h.held), rtt/h.rtt
+			cut, ratio := held/float64(h.held), rtt/h.rtt
 			noise := 2 * math.Sqrt(1/float64(s.Count)+1/float64(h.n))
-			if cut <= slowCut && flat >= max(slowFlat, cut+noise) {
-				slow = true
+			if cut <= slowCut && ratio >= max(slowFlat, cut+noise) {
+				flat = true
 			}
+		}
+		var k Sample
+		m.fill(&k)
+		if sat := float64(k.SaturatingLimit()); sat > 0 && held <= sat {
+			above = float64(s.AvgRTT) > m.floorMean*sat/k.Knee*(1+2*band(s.Count))
 		}
 	}
 	m.hist[m.histN%slowLook] = histPoint{held: s.Held(), rtt: rtt, n: s.Count}
 	m.histN++
+	clean := s.MaxInFlight <= s.Limit
+	slow := clean && ((flat && m.flat) || (above && m.above))
+	m.flat, m.above = flat, above
 	return slow
 }
 
@@ -386,18 +437,12 @@ func (m *model) want(s *Sample, now int64, slow bool) int {
 		return noProbe
 	case m.probeEnd >= 0 && now-m.probeEnd < int64(probeGap):
 		return noProbe
-	case slow || (!m.confirmed && (m.floor == 0 || heavy(s) || (m.satSince >= 0 && now-m.satSince >= int64(probeGap)))):
+	case slow || (!m.confirmed && (m.floor == 0 || m.refused >= probeLoad || (m.satSince >= 0 && now-m.satSince >= int64(probeGap)))):
 		return fullProbe
 	case m.satSince >= 0 && now-m.satSince >= max(int64(probeEvery), m.checkEvery):
 		return checkOnly
 	}
 	return noProbe
-}
-
-// heavy reports a window in which the gate refused at least probeLoad of
-// the callers: overload, not a peak of the arrivals.
-func heavy(s *Sample) bool {
-	return float64(s.Rejected) >= probeLoad*float64(s.Rejected+s.Count+s.Dropped)
 }
 
 // start begins a probe of the given kind after window s, which triggered
@@ -430,7 +475,7 @@ func (p *probe) add(s *Sample) {
 // the next one (the probe's, or the one it returns to when it ends).
 func (m *model) stepProbe(s *Sample, now int64) int64 {
 	p := &m.probe
-	if float64(s.MaxInFlight-s.Limit) > drainShare*float64(s.Count) || s.Count == 0 {
+	if (s.MaxInFlight > s.Limit && float64(s.MaxInFlight) > drainShare*float64(s.Count)) || s.Count == 0 {
 		// Requests admitted under the higher limit are still in flight (or
 		// the window says nothing): wait for them.
 		if p.drains++; p.drains > probeDrains {
@@ -498,7 +543,10 @@ func (m *model) underKnee(s *Sample, now int64) int64 {
 	}
 	rtt, avg := p.rttSum/p.cnt, p.avgSum/p.cnt
 	if p.check {
-		if !dropsOK(s) || rtt > m.floor*(1+band(int(p.cnt))) {
+		// Slower in its statistic and in its mean: a slower service moves
+		// both, the noise of a few hundred requests seldom does.
+		b := 1 + band(int(p.cnt))
+		if !dropsOK(s) || (rtt > m.floor*b && avg > m.floorMean*b) {
 			m.confirmed = false
 			next := m.end(now, 0)
 			m.probeEnd = -1
@@ -510,15 +558,13 @@ func (m *model) underKnee(s *Sample, now int64) int64 {
 		m.checkEvery = int64(lost / checkBudget * 1e9)
 		return m.end(now, 0)
 	}
-	if m.measured(rtt, avg, p.cnt) {
-		// A service whose floor moved has changed: the throughput
-		// measured before the probe may be that of another service. What
-		// the probe measured at the levels that kept the throughput is the
-		// throughput now.
-		m.ratesN = 0
-		return m.end(now, p.maxX)
-	}
-	return m.end(now, p.prevX)
+	m.measured(rtt, avg, p.cnt)
+	// What the probe measured at the levels that kept the throughput is
+	// the throughput now: the service may have changed (a probe runs when
+	// the floor is in doubt), and what was measured before may be another
+	// service's — fewer cores move the throughput, not the floor.
+	m.ratesN = 0
+	return m.end(now, p.maxX)
 }
 
 // end ends the probe and returns the limit to go back to: the algorithm's,

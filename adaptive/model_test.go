@@ -256,7 +256,13 @@ func TestUpwardRevisionIsConfirmedByAProbe(t *testing.T) {
 			t.Fatalf("probe when cutting to %d: the RTT still fell in proportion", p)
 		}
 	}
-	run(l, v, &now, 1) // the window at 8: 10ms, as at 16
+	// The windows at 8: 10ms, as at 16. The first still holds the
+	// requests admitted under 16; the second confirms it.
+	run(l, v, &now, 1)
+	if l.Probing() {
+		t.Fatal("probe on one window's evidence")
+	}
+	run(l, v, &now, 1)
 	if !l.Probing() {
 		t.Fatal("no probe although halving the concurrency left the RTT where it was")
 	}
@@ -335,8 +341,9 @@ func TestCutLimitIsNotASlowerService(t *testing.T) {
 }
 
 // "Less concurrency, the same RTT" is read as a slower service only when it
-// is beyond the noise of the two windows: over 20 requests each a window
-// mean varies by a fifth or more, over 400 by a twentieth.
+// is beyond the noise of the windows (over 20 requests each a window mean
+// varies by a fifth or more, over 400 by a twentieth), and in two windows
+// in a row.
 func TestSlowerServiceNeedsSignificance(t *testing.T) {
 	for _, tt := range []struct {
 		n    int
@@ -348,6 +355,7 @@ func TestSlowerServiceNeedsSignificance(t *testing.T) {
 		after := before
 		after.Limit, after.MaxInFlight = 6, 6
 		m.slowed(&before)
+		m.slowed(&after) // one window is not enough
 		if got := m.slowed(&after); got != tt.want {
 			t.Errorf("%d requests a window: slowed %v, want %v", tt.n, got, tt.want)
 		}

@@ -358,21 +358,30 @@ func (g *Gradient) objective() float64 {
 
 // bound is the slowest acceptable window RTT:
 //
-//	bound(s) = relief(s) · tightening · objective
+//	bound(s) = relief(s) · max(tightening · objective, floor)
 //	tightening = 0.85 under sustained heavy overload (see heavy), else 1
 //
-// A bound the service cannot meet (an objective below its own RTT) does not
-// take the limit below adaptive.Sample.SaturatingLimit (see Update).
+// No bound asks for less than the service itself takes, its floor (the
+// gate's, probed: adaptive.Sample.Floor): a window at the floor has no
+// queue to remove. A bound the service cannot meet otherwise does not take
+// the limit below adaptive.Sample.SaturatingLimit either (see Update).
 func (g *Gradient) bound(s adaptive.Sample) float64 {
-	b := g.objective()
+	return g.relief(s) * max(g.tightened(), g.floor)
+}
+
+// tightened is the objective, tightened under sustained heavy overload
+// (see heavy).
+func (g *Gradient) tightened() float64 {
 	if g.sustained > heavy {
-		b *= tight
+		return tight * g.objective()
 	}
-	return g.relief(s) * b
+	return g.objective()
 }
 
 // growable reports whether rtt leaves room to grow: below the dead band
-// under the bound.
+// under the bound, or — when the floor sets the bound — no slower than the
+// floor itself (3% for the histogram's resolution): at the floor there is no
+// queue, and a dead band there would hold a limit too small for good.
 //
 // It is not tightened under sustained heavy overload (see heavy): there
 // the bound falls to 0.85 of the objective, under the dead band's floor
@@ -382,6 +391,9 @@ func (g *Gradient) bound(s adaptive.Sample) float64 {
 // limit and lowers p99 on the steps by another 2 ms, but the tighter hold
 // misses settling and ramp goodput on more seeds.
 func (g *Gradient) growable(rtt float64, s adaptive.Sample) bool {
+	if g.floor > g.tightened() {
+		return rtt <= g.relief(s)*1.03*g.floor
+	}
 	return rtt <= g.relief(s)*g.deadBand*g.objective()
 }
 

@@ -44,11 +44,11 @@ func goldenFigures(r *Result) string {
 }
 
 // The figures of the processor-sharing model before the server zoo (commit
-// fd9fc9c), seed 3 — except step-2x/gradient, re-pinned at 36ac59e, when
-// gradient moved onto the gate's model of the service (the engine did not
-// change: the other rows are fd9fc9c's).
+// fd9fc9c), seed 3 — except step-2x/gradient, re-pinned whenever gradient
+// or the gate's model of the service changes (last: the commit after
+// 8197c46); the engine did not change, the other rows are fd9fc9c's.
 const (
-	goldenStep2x       = "goodput=0.8089583333333333 p99=30.561623 mean=6.539827815054686 rejected=0.464380856145508 phase=0.9590625 cov=0.06332117524619958 wasted=0.016144461082162997 requests=45177 series=72393eb091465baa"
+	goldenStep2x       = "goodput=0.8077777777777777 p99=30.452171 mean=6.4614972837443085 rejected=0.46520760609957745 phase=0.9573958333333333 cov=0.07426672478713557 wasted=0.016194973356310635 requests=45177 series=3681c433843e79f7"
 	goldenCapacityDrop = "goodput=0.5305208333333333 p99=51.719841 mean=8.79753264781258 rejected=0.3302732429740614 phase=0.40171875 cov=0.1087953884448291 wasted=0.014667281640916576 requests=25715 series=2ee562d949cba037"
 	goldenBursts       = "goodput=0.6082291666666666 p99=33.429391 mean=5.822758500170921 rejected=0.06268640818065616 phase=0 cov=0 wasted=0.00229781746411475 requests=22250 series=b66678d67927376b"
 	goldenDependency   = "goodput=0.022180555555555558 p99=202.193846 mean=26.294175577892325 rejected=0.9654322448335699 phase=0.0075625 cov=0.498850837368313 wasted=0.33192317917162983 requests=56327 series=2c243ee07e57c966"
