@@ -49,7 +49,7 @@ type FloorProber interface {
 //
 //   - the knee K = X·F (with F the mean RTT): the concurrency at which the
 //     service is just saturated, by Little's law. Below it cores idle; above
-//     it requests queue. Sample.SaturatingLimit adds kneeRoom to it.
+//     it requests queue. Sample.SaturatingLimit adds a little room to it.
 //
 // The probe. An algorithm that moves the limit on F (a FloorProber) needs F
 // to be right, and a saturated gate never shows it. So the gate probes, in a
@@ -65,8 +65,8 @@ type FloorProber interface {
 //     slowed);
 //
 // and not within probeGap of the end of the previous probe. A full probe
-// measures the throughput at the current limit over probeSamples requests
-// (the reference), then halves the limit and measures again, while the
+// measures the throughput at the current limit (or the algorithm's new one,
+// if it is cutting) over probeSamples requests (the reference), then halves the limit and measures again, while the
 // throughput holds. A window that starts with more in flight than the
 // level drains (the requests admitted under the higher limit queued there),
 // unless they are at most drainShare of its completions. The first level
@@ -183,13 +183,17 @@ const (
 	// a second of saturation. Windows, not time: a probe or a calm spell
 	// does not age the measurement.
 	rateWindows = 10
-	// kneeRoom: the requests beyond the knee that SaturatingLimit allows.
-	// With Poisson arrivals at twice what the service can take, a limit of
-	// the knee plus q leaves it idle about 2^−(q+1) of the time when a slot
-	// frees (M/M/c/K): 1/8 at q = 2 on one core, which still serves 93%,
-	// against 67% at the knee itself; on more cores only one of them idles
-	// then. More room would hold a queue that buys no throughput.
+	// kneeRoom and kneeWide: the requests beyond the knee that
+	// SaturatingLimit allows — kneeRoom below a knee of kneeWide, one from
+	// there on. At the knee itself the service idles whenever a slot frees
+	// and no caller happens to be there; the room bridges those gaps. With
+	// Poisson arrivals at twice what c cores take (M/M/c/c+q), q = 0 serves
+	// 67% on one core, 85% on four, 95% on sixteen; q = 1 serves 86%, 93%,
+	// 97.5%; q = 2 serves 93%, 97%, 99%. So two below eight cores' worth
+	// (one core: three would serve 97% but put its p99 at about ten
+	// service times), one above, where a second would only hold a queue.
 	kneeRoom = 2
+	kneeWide = 8
 	// checkDepth: a check holds the limit at this share of the knee:
 	// below it as long as X reads less than 11% high (it reads a few
 	// percent high), so that the RTT there is the floor and not a little
@@ -224,6 +228,12 @@ const (
 	// rates to ±10%), or probeWindows windows, whichever comes first.
 	probeSamples = 200
 	probeWindows = 8
+	// refWindows: a probe's reference (at the algorithm's limit) is
+	// measured over at most this many windows: where they hold few
+	// completions the test of the levels below (two standard errors of
+	// the difference) accounts for it, and every window of the reference
+	// holds the algorithm's limit, whatever it proposes.
+	refWindows = 3
 	// probeFell: a level whose throughput is this much below the level
 	// above (two standard errors of their difference) has crossed the
 	// knee: the service is no longer saturated, so its RTT is the floor.
@@ -273,7 +283,8 @@ func (s Sample) Rate() float64 {
 }
 
 // SaturatingLimit is the least limit that keeps the service saturated: the
-// knee, rounded up, plus kneeRoom; 0 while the knee is unknown. At the knee
+// knee, rounded up, plus a little room (two requests below a knee of
+// eight, one above); 0 while the knee is unknown. At the knee
 // itself the service idles whenever a request ends and no caller happens to
 // be there to take its slot; a few requests beyond it bridge the gaps
 // between arrivals. Below it, a smaller limit no longer lowers the RTT (the
@@ -282,7 +293,11 @@ func (s Sample) SaturatingLimit() int {
 	if s.Knee <= 0 {
 		return 0
 	}
-	return int(math.Ceil(s.Knee-1e-9)) + kneeRoom
+	room := 1
+	if s.Knee < kneeWide {
+		room = kneeRoom
+	}
+	return int(math.Ceil(s.Knee-1e-9)) + room
 }
 
 // dropsOK reports whether the window's drops are few enough for its RTT to
@@ -455,6 +470,10 @@ func (m *model) start(s *Sample, base int64, kind int) int64 {
 		if k := int64(math.Ceil(checkDepth*m.knee() - 1e-9)); k < m.probe.level {
 			m.probe.level = max(k, m.probeMinL)
 		}
+	} else if base < int64(s.Limit) {
+		// The algorithm is cutting: the reference is its new limit, once
+		// drained, not the queue it is leaving.
+		m.probe.level = base
 	} else if s.MaxInFlight <= s.Limit {
 		m.probe.add(s) // the triggering window is the reference's first
 	}
@@ -494,7 +513,7 @@ func (m *model) stepProbe(s *Sample, now int64) int64 {
 		return m.underKnee(s, now)
 	}
 	x := p.done / p.dur
-	enough := p.done >= probeSamples || p.windows >= probeWindows
+	enough := p.done >= probeSamples || p.windows >= probeWindows || (p.step == 0 && p.windows >= refWindows)
 	var fell bool
 	if p.step > 0 {
 		// A sequential test: decide as soon as the throughput is clearly

@@ -286,12 +286,13 @@ func TestUpwardRevisionIsConfirmedByAProbe(t *testing.T) {
 	t.Fatalf("the probe never ended (limits %v)", got)
 }
 
-// The operating point's lower end: the knee rounded up, plus kneeRoom.
+// The operating point's lower end: the knee rounded up, plus kneeRoom below
+// a knee of kneeWide, one above.
 func TestSaturatingLimit(t *testing.T) {
 	for _, tt := range []struct {
 		knee float64
 		want int
-	}{{0, 0}, {0.4, 1 + kneeRoom}, {1, 1 + kneeRoom}, {4, 4 + kneeRoom}, {15.2, 16 + kneeRoom}} {
+	}{{0, 0}, {0.4, 1 + kneeRoom}, {1, 1 + kneeRoom}, {4, 4 + kneeRoom}, {7.5, 8 + kneeRoom}, {8, 9}, {15.2, 17}} {
 		if got := (Sample{Knee: tt.knee}).SaturatingLimit(); got != tt.want {
 			t.Errorf("knee %v: SaturatingLimit %d, want %d", tt.knee, got, tt.want)
 		}
