@@ -57,8 +57,6 @@ type Gradient struct {
 	pressure  float64 // EMA of the share of refused callers, factor 0.3
 	sustained float64 // the same, factor 0.05 (about 2 s of 100 ms windows)
 	seen      int     // windows with samples
-	probeRTT  float64 // ns: the smoothed RTT when a dead-band probe began; 0 when not probing
-	probeWait int     // windows before the next dead-band probe
 	deadBand  float64
 	slowStart bool
 	dropTol   float64
@@ -194,7 +192,6 @@ func (g *Gradient) ProbesFloor() bool { return true }
 //	full     = the gate saturated (adaptive.Sample.Saturated)
 //	proposal = L · gradient          full (or drops) and gradient < 1
 //	         = L                     rtt within the dead band [0.9·bound, bound]
-//	         or L + max(1, L/10)     ... while many are refused: probe (see probe)
 //	         = 2L                    full, gradient = 1, slow start
 //	         = L + headroom(L)       nearly full (MaxInFlight ≥ ¾L), gradient = 1
 //	         = L                     demand well below the limit: neither
@@ -247,16 +244,11 @@ func (g *Gradient) Update(s adaptive.Sample) int {
 	switch {
 	case grad < 1 && (full || dropped):
 		g.slowStart = false
-		g.endProbe(true)
 		proposal = g.limit * grad
-	case grad >= 1 && full && g.relief(s) == 1 && !g.growable(judged, s) && !g.growable(g.smoothed, s):
-		// In the dead band while many callers are refused.
-		proposal = g.probe()
 	case !(full || float64(s.MaxInFlight) >= nearFull*g.limit) || grad < 1 || !g.growable(max(judged, g.smoothed), s):
 		// Not full, or within the dead band just under the bound (judged
 		// also by the smoothed RTT, so one lucky window does not grow it):
 		// hold, rather than oscillate across the bound.
-		g.endProbe(false)
 		proposal = g.limit
 	case g.slowStart && full:
 		proposal = 2 * g.limit
@@ -274,41 +266,6 @@ func (g *Gradient) Update(s adaptive.Sample) int {
 	}
 	g.limit = max(1, next)
 	return int(math.Round(g.limit))
-}
-
-// probe is the dead band's rule while many callers are refused (full, and
-// at least 5% refused): the RTT sits just under the bound, but it may be the
-// service's own (a dependency wait that no concurrency changes), in which
-// case holding would refuse those callers for as long as it lasts. So
-//
-//	proposal = L + max(1, L/10)   while the smoothed RTT stays within 5% of
-//	                              its value when the probe began
-//	         = L / 1.1            when it rose (queueing): then no probe for
-//	                              probePause windows
-//
-// A probe that takes the RTT over the bound ends in the gradient rule,
-// which shrinks, and also pauses probing.
-func (g *Gradient) probe() float64 {
-	switch {
-	case g.probeWait > 0:
-		g.probeWait--
-		return g.limit
-	case g.probeRTT == 0:
-		g.probeRTT = g.smoothed
-	case g.smoothed > 1.05*g.probeRTT:
-		g.endProbe(true)
-		return g.limit / (1 + kneeStep)
-	}
-	return g.limit + max(1, kneeStep*g.limit)
-}
-
-// endProbe ends a dead-band probe, if one is under way; pause: it raised
-// the RTT, so wait before the next.
-func (g *Gradient) endProbe(pause bool) {
-	if g.probeRTT > 0 && pause {
-		g.probeWait = probePause
-	}
-	g.probeRTT = 0
 }
 
 // queued reports whether the window's successes queued: their mean RTT
@@ -437,12 +394,6 @@ const (
 	// to the mean demand are not refused (growth stays bounded by the
 	// demand seen: the limit stops at about peak/nearFull).
 	nearFull = 0.75
-	// kneeStep: a dead-band probe raises the limit by this share of
-	// itself (at least one) per window (see probe).
-	kneeStep = 0.1
-	// probePause: after a dead-band probe raised the RTT, this many
-	// windows in the dead band pass before the next (see probe).
-	probePause = 20
 	// heavy and tight: under sustained heavy overload (a share of
 	// refused callers above heavy, smoothed over about 2 seconds of
 	// windows) the gate is always full and its queue buys no throughput,
