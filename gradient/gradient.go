@@ -57,7 +57,6 @@ type Gradient struct {
 	pressure  float64 // EMA of the share of refused callers, factor 0.3
 	sustained float64 // the same, factor 0.05 (about 2 s of 100 ms windows)
 	seen      int     // windows with samples
-	deadBand  float64
 	slowStart bool
 	dropTol   float64
 }
@@ -69,7 +68,7 @@ type Option func(*Gradient)
 func WithInitialLimit(n int) Option { return func(g *Gradient) { g.initial = n } }
 
 // WithTolerance sets how much slower than the baseline a window may be before
-// the limit shrinks (default 1.6: RTT up to 1.6 times the no-load RTT is
+// the limit shrinks (default 1.6: RTT up to 1.6 times the floor is
 // acceptable queueing; must be ≥ 1).
 func WithTolerance(t float64) Option { return func(g *Gradient) { g.tol = t } }
 
@@ -91,8 +90,9 @@ func WithSmoothing(s float64) Option { return func(g *Gradient) { g.smoothing = 
 // 0.5: at most halve it; in (0, 1)).
 func WithMinGradient(m float64) Option { return func(g *Gradient) { g.minGrad = m } }
 
-// WithBaselineWindows sets the length, in windows, of the baseline's moving
-// average while the server is healthy (default 20; at least 1).
+// WithBaselineWindows sets the length, in windows, of the moving average of
+// the fallback floor estimate, used only while the gate reports no floor
+// (adaptive.Sample.Floor) — Update driven by hand (default 20; at least 1).
 func WithBaselineWindows(n int) Option {
 	return func(g *Gradient) {
 		if n < 1 {
@@ -122,7 +122,8 @@ func WithHeadroom(f func(limit float64) float64) Option { return func(g *Gradien
 // which adaptive.New calls.
 func New(opts ...Option) *Gradient {
 	g := &Gradient{
-		initial: 20, tol: 1.6, slack: 0.4, dropTol: 0.01, deadBand: 0.9, smoothing: 0.5, minGrad: 0.5, baseAlpha: 2.0 / 21,
+		initial: defaultInitial, tol: defaultTolerance, slack: defaultSlack, dropTol: defaultDropTolerance,
+		smoothing: defaultSmoothing, minGrad: defaultMinGradient, baseAlpha: 2.0 / (defaultBaselineWindows + 1),
 		headroom: func(l float64) float64 { return max(1, math.Sqrt(l)) },
 	}
 	for _, o := range opts {
@@ -274,7 +275,7 @@ func (g *Gradient) Update(s adaptive.Sample) int {
 // moves when a few requests queue behind slow ones. Without a floor from
 // the gate, every window may have queued.
 func (g *Gradient) queued(s adaptive.Sample) bool {
-	return s.FloorMean <= 0 || float64(s.AvgRTT) > (1+(g.tol-1)/4)*float64(s.FloorMean)
+	return s.FloorMean <= 0 || float64(s.AvgRTT) > (1+queuedShare*(g.tol-1))*float64(s.FloorMean)
 }
 
 // relief is the factor by which the bounds loosen while few callers are
@@ -288,7 +289,7 @@ func (g *Gradient) queued(s adaptive.Sample) bool {
 // refused, the queueing is the normal jitter of a busy but healthy server,
 // and shrinking would only refuse callers the server could have served.
 func (g *Gradient) relief(s adaptive.Sample) float64 {
-	return 1 + g.slack*(1-min(1, g.pressure/0.05))
+	return 1 + g.slack*(1-min(1, g.pressure/reliefAt))
 }
 
 // notePressure updates the smoothed shares of refused callers: pressure
@@ -297,8 +298,8 @@ func (g *Gradient) relief(s adaptive.Sample) float64 {
 func (g *Gradient) notePressure(s adaptive.Sample) {
 	total := float64(s.Rejected + s.Count + s.Dropped)
 	if total > 0 {
-		g.pressure += 0.3 * (float64(s.Rejected)/total - g.pressure)
-		g.sustained += 0.05 * (float64(s.Rejected)/total - g.sustained)
+		g.pressure += pressureAlpha * (float64(s.Rejected)/total - g.pressure)
+		g.sustained += sustainedAlpha * (float64(s.Rejected)/total - g.sustained)
 	}
 }
 
@@ -349,9 +350,9 @@ func (g *Gradient) tightened() float64 {
 // misses settling and ramp goodput on more seeds.
 func (g *Gradient) growable(rtt float64, s adaptive.Sample) bool {
 	if g.floor > g.tightened() {
-		return rtt <= g.relief(s)*1.03*g.floor
+		return rtt <= g.relief(s)*floorRes*g.floor
 	}
-	return rtt <= g.relief(s)*g.deadBand*g.objective()
+	return rtt <= g.relief(s)*deadBand*g.objective()
 }
 
 // updateFloor keeps the smoothed RTTs and the floor: the gate's
@@ -365,20 +366,20 @@ func (g *Gradient) updateFloor(rtt, share float64, full bool, s adaptive.Sample)
 		g.smoothed = rtt
 	}
 	g.seen++
-	g.smoothed += 0.5 * (rtt - g.smoothed)
+	g.smoothed += smoothAlpha * (rtt - g.smoothed)
 	if g.slow == 0 {
 		g.slow = rtt
 	}
-	g.slow += 0.2 * (rtt - g.slow)
+	g.slow += slowAlpha * (rtt - g.slow)
 	switch {
 	case share > g.dropTol:
 		// A window with drops teaches the estimate nothing: its successes
 		// may be fast precisely because the slow requests were dropped.
-	case g.own == 0 || (g.seen <= 5 && !full) || g.smoothed < g.own:
+	case g.own == 0 || (g.seen <= ownWarm && !full) || g.smoothed < g.own:
 		// The first uncongested windows only seed the average: a minimum
 		// taken over them would keep the luck of the first few samples.
 		g.own = g.smoothed
-	case !full && rtt <= 1.2*g.own:
+	case !full && rtt <= ownRise*g.own:
 		g.own += g.baseAlpha * (rtt - g.own)
 	}
 	g.floor = g.own
@@ -387,21 +388,68 @@ func (g *Gradient) updateFloor(rtt, share float64, full bool, s adaptive.Sample)
 	}
 }
 
-// The constants of the rules above.
+// The tuned numbers of Gradient, in one table: the defaults of its options,
+// then the constants of its rules.
 const (
+	// defaultInitial: the starting limit, for a service of unknown size
+	// (the gate's probe finds the knee from there on a cold start).
+	defaultInitial = 20
+	// defaultTolerance: an RTT up to 1.6 times the floor is acceptable
+	// queueing when no objective is given (WithMaxRTT).
+	defaultTolerance = 1.6
+	// defaultSlack: the bounds loosen by up to 1.4× while few callers are
+	// refused (see relief).
+	defaultSlack = 0.4
+	// defaultDropTolerance: a few requests always time out.
+	defaultDropTolerance = 0.01
+	// defaultSmoothing: half of each window's proposal is applied.
+	defaultSmoothing = 0.5
+	// defaultMinGradient: a window at most halves the limit.
+	defaultMinGradient = 0.5
+	// defaultBaselineWindows: the fallback floor estimate's moving average
+	// (without the gate's floor) spans about this many windows.
+	defaultBaselineWindows = 20
+
 	// nearFull: a window whose peak in flight reached this share of the
 	// limit asks for headroom, so that Poisson peaks over a limit sized
 	// to the mean demand are not refused (growth stays bounded by the
 	// demand seen: the limit stops at about peak/nearFull).
 	nearFull = 0.75
-	// heavy and tight: under sustained heavy overload (a share of
-	// refused callers above heavy, smoothed over about 2 seconds of
-	// windows) the gate is always full and its queue buys no throughput,
-	// only latency: the bound is tightened to tight of itself, towards
-	// the knee. Not below it: the RTT's noise would then take the limit
-	// under the core count and idle them. Only heavy overload, because
-	// near capacity a queue does absorb the Poisson peaks a short limit
-	// would refuse.
-	heavy = 0.45
-	tight = 0.85
+	// deadBand: an RTT within this share of the bound holds the limit,
+	// rather than oscillate across the bound.
+	deadBand = 0.9
+	// floorRes: an RTT within 3% of the floor is the floor (the resolution
+	// of the gate's percentile histogram).
+	floorRes = 1.03
+	// queuedShare: a window's successes queued when their mean RTT is
+	// above the floor's by this share of the tolerance (a quarter: a queue
+	// that is a fraction of the one the tolerance allows).
+	queuedShare = 0.25
+	// smoothAlpha and slowAlpha: the EMA factors of the smoothed RTTs, the
+	// fast one (about two windows: the fallback floor's seed) and the slow
+	// one (about five: "slowness that persists" while few are refused).
+	smoothAlpha = 0.5
+	slowAlpha   = 0.2
+	// pressureAlpha and reliefAt: the share of refused callers is smoothed
+	// over about three windows (a single window with a queue spike must not
+	// look like overload), and relief is gone once it reaches reliefAt:
+	// at 5% refused the demand is really above the limit.
+	pressureAlpha = 0.3
+	reliefAt      = 0.05
+	// sustainedAlpha, heavy and tight: under sustained heavy overload (a
+	// share of refused callers above heavy, smoothed over about 2 seconds
+	// of windows) the gate is always full and its queue buys no
+	// throughput, only latency: the bound is tightened to tight of itself,
+	// towards the knee. Not below it: the RTT's noise would then take the
+	// limit under the core count and idle them. Only heavy overload,
+	// because near capacity a queue does absorb the Poisson peaks a short
+	// limit would refuse.
+	sustainedAlpha = 0.05
+	heavy          = 0.45
+	tight          = 0.85
+	// ownWarm and ownRise: the fallback floor estimate (no floor from the
+	// gate) is seeded by the first ownWarm unsaturated windows, and rises
+	// only in windows within ownRise of it.
+	ownWarm = 5
+	ownRise = 1.2
 )

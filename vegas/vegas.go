@@ -126,14 +126,14 @@ func Proportional(lo, hi float64) []Option {
 // Invalid options are reported by Validate, which adaptive.New calls.
 func New(opts ...Option) *Vegas {
 	v := &Vegas{
-		initial:   20,
-		alpha:     func(l float64) float64 { return 3 * Log10(l) },
-		beta:      func(l float64) float64 { return 6 * Log10(l) },
+		initial:   defaultInitial,
+		alpha:     func(l float64) float64 { return defaultAlpha * Log10(l) },
+		beta:      func(l float64) float64 { return defaultBeta * Log10(l) },
 		threshold: Log10,
 		increase:  Log10,
-		smoothing: 1,
-		dropTol:   0.01,
-		slack:     0.4,
+		smoothing: defaultSmoothing,
+		dropTol:   defaultDropTolerance,
+		slack:     defaultSlack,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -193,10 +193,6 @@ func (v *Vegas) NoLoadRTT() time.Duration { return time.Duration(v.floor) }
 // ProbesFloor reports that Vegas moves the limit on the gate's floor, so the
 // gate probes it (adaptive.FloorProber).
 func (v *Vegas) ProbesFloor() bool { return true }
-
-// warmWindows is how many windows seed the smoothed RTT before its minimum
-// counts as the no-load RTT.
-const warmWindows = 5
 
 // Queue is the Vegas queue estimate: how many of the L requests in flight
 // are waiting rather than being served, L·(1 − noload/rtt).
@@ -277,7 +273,7 @@ func (v *Vegas) Update(s adaptive.Sample) int {
 	case bound > 0 && judged > relief*v.cutAt(bound):
 		v.slowStart = false
 		p = L * relief * v.cutAt(bound) / judged
-	case bound > 0 && bound > v.floor && judged > 0.9*relief*bound:
+	case bound > 0 && bound > v.floor && judged > deadBand*relief*bound:
 		p = L // dead band just under the bound: hold rather than oscillate
 	case q <= v.threshold(L):
 		switch {
@@ -287,7 +283,7 @@ func (v *Vegas) Update(s adaptive.Sample) int {
 			p = L + v.increase(L)
 		case v.slowStart && full:
 			p = 2 * L
-		case v.calm >= 3:
+		case v.calm >= calmBeta:
 			p = L + v.beta(L) // the queue has stayed empty: grow fast
 		default:
 			p = L + v.increase(L) // one quiet window may be noise
@@ -309,7 +305,7 @@ func (v *Vegas) Update(s adaptive.Sample) int {
 	// recovery is exponential again.
 	if full && q <= v.threshold(L) && !dropped {
 		v.calm++
-		if v.calm >= 10 {
+		if v.calm >= calmRearm {
 			v.slowStart = true
 		}
 	} else {
@@ -328,12 +324,6 @@ func (v *Vegas) Update(s adaptive.Sample) int {
 	return int(math.Round(v.limit))
 }
 
-// nearFull: a window whose peak in flight reached this share of the limit
-// may grow it, so that Poisson peaks over a limit sized to the mean demand
-// are not refused; growth stays bounded by the demand seen (about 4/3 of
-// its peaks).
-const nearFull = 0.75
-
 // relief loosens beta and the RTT bound while few callers are refused:
 //
 //	relief(s) = 1 + slack · (1 − min(1, pressure / 5%))
@@ -344,7 +334,7 @@ const nearFull = 0.75
 // refused, the queue is the normal jitter of a busy but healthy server, and
 // shrinking would only refuse callers the server could have served.
 func (v *Vegas) relief(s adaptive.Sample) float64 {
-	return 1 + v.slack*(1-min(1, v.pressure/0.05))
+	return 1 + v.slack*(1-min(1, v.pressure/reliefAt))
 }
 
 // notePressure updates the smoothed share of refused callers (EMA, factor
@@ -352,7 +342,7 @@ func (v *Vegas) relief(s adaptive.Sample) float64 {
 func (v *Vegas) notePressure(s adaptive.Sample) {
 	total := float64(s.Rejected + s.Count + s.Dropped)
 	if total > 0 {
-		v.pressure += 0.3 * (float64(s.Rejected)/total - v.pressure)
+		v.pressure += pressureAlpha * (float64(s.Rejected)/total - v.pressure)
 	}
 }
 
@@ -373,7 +363,7 @@ func (v *Vegas) bound() float64 {
 // hold a limit too small for good).
 func (v *Vegas) cutAt(bound float64) float64 {
 	if bound <= v.floor {
-		return 1.03 * v.floor
+		return floorRes * v.floor
 	}
 	return bound
 }
@@ -397,7 +387,7 @@ func (v *Vegas) learn(rtt, share float64, full bool, s adaptive.Sample) {
 	if v.smoothed == 0 {
 		v.smoothed = rtt
 	}
-	v.smoothed += 0.2 * (rtt - v.smoothed)
+	v.smoothed += smoothAlpha * (rtt - v.smoothed)
 	if share <= v.dropTol {
 		v.seen++
 		if v.own == 0 || (v.seen <= warmWindows && !full) || v.smoothed < v.own {
@@ -411,3 +401,53 @@ func (v *Vegas) learn(rtt, share float64, full bool, s adaptive.Sample) {
 		v.floor = float64(s.Floor)
 	}
 }
+
+// The tuned numbers of Vegas, in one table: the defaults of its options,
+// then the constants of its rules.
+const (
+	// defaultInitial: the starting limit, for a service of unknown size
+	// (the gate's probe finds the knee from there on a cold start).
+	defaultInitial = 20
+	// defaultAlpha and defaultBeta: Netflix's thresholds, 3 and 6 times
+	// Log10(L) requests queued; threshold and increase are Log10(L).
+	defaultAlpha = 3
+	defaultBeta  = 6
+	// defaultSmoothing: each window's proposal is applied whole (a queue
+	// above beta is removed in one step).
+	defaultSmoothing = 1
+	// defaultDropTolerance: a few requests always time out.
+	defaultDropTolerance = 0.01
+	// defaultSlack: beta and the bound loosen by up to 1.4× while few
+	// callers are refused (see relief).
+	defaultSlack = 0.4
+
+	// nearFull: a window whose peak in flight reached this share of the
+	// limit may grow it, so that Poisson peaks over a limit sized to the
+	// mean demand are not refused; growth stays bounded by the demand seen
+	// (about 4/3 of its peaks).
+	nearFull = 0.75
+	// deadBand: an RTT within this share of the bound holds the limit,
+	// rather than oscillate across it.
+	deadBand = 0.9
+	// floorRes: an RTT within 3% of the floor is the floor (the resolution
+	// of the gate's percentile histogram).
+	floorRes = 1.03
+	// calmBeta and calmRearm: after calmBeta full windows in a row with an
+	// empty queue the limit grows by beta (one quiet window may be noise);
+	// after calmRearm, slow start re-arms (growing back after a recovery is
+	// exponential again).
+	calmBeta  = 3
+	calmRearm = 10
+	// smoothAlpha: the EMA factor of the smoothed RTT (about five windows:
+	// "slowness that persists" while few are refused).
+	smoothAlpha = 0.2
+	// pressureAlpha and reliefAt: the share of refused callers is smoothed
+	// over about three windows (a single window with a queue spike must not
+	// look like overload), and relief is gone once it reaches reliefAt: at
+	// 5% refused the demand is really above the limit.
+	pressureAlpha = 0.3
+	reliefAt      = 0.05
+	// warmWindows: the fallback floor estimate (no floor from the gate) is
+	// seeded by the first warmWindows unsaturated windows.
+	warmWindows = 5
+)
