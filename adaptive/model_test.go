@@ -362,3 +362,106 @@ func TestSlowerServiceNeedsSignificance(t *testing.T) {
 		}
 	}
 }
+
+// A floor learnt while the gate was not saturated is unconfirmed: it may
+// hold queueing. A short burst of refusals does not probe it; overload
+// that lasts (a tenth of the callers refused, smoothed over about a
+// second) does.
+func TestUnconfirmedFloorProbedUnderOverloadOnly(t *testing.T) {
+	alg := &prober{initial: 20, propose: 20}
+	l := newProbed(t, alg)
+	var now int64
+	v := &server{cores: 16, svc: 5 * ms, demand: 10}
+	run(l, v, &now, 20)
+	if l.Floor() != 5*ms || l.mdl.confirmed {
+		t.Fatalf("floor %v (confirmed %v), want 5ms learnt unconfirmed from unsaturated windows", l.Floor(), l.mdl.confirmed)
+	}
+	v.demand = 0 // one window of overload
+	run(l, v, &now, 1)
+	v.demand = 10
+	run(l, v, &now, 20)
+	if l.mdl.probeEnd >= 0 || l.Probing() {
+		t.Fatal("a single window of refusals probed the floor")
+	}
+	v.demand = 0 // overload that lasts
+	got := run(l, v, &now, 10)
+	if !l.Probing() && l.mdl.probeEnd < 0 {
+		t.Fatalf("no probe after a second of overload (limits %v)", got)
+	}
+}
+
+// A check every probeEvery of saturation holds ⌈0.9·knee⌉; when the RTT
+// there is slower than the floor's noise in both its statistic and its
+// mean, the floor is in doubt and a full probe follows at once.
+func TestFailedCheckStartsAFullProbe(t *testing.T) {
+	alg := &prober{initial: 24, propose: 24}
+	l := newProbed(t, alg)
+	var now int64
+	v := &server{cores: 16, svc: 5 * ms}
+	run(l, v, &now, 30) // cold start: the floor probed, 5ms
+	if !l.mdl.confirmed || l.Floor() != 5*ms {
+		t.Fatalf("floor %v (confirmed %v) after the cold start", l.Floor(), l.mdl.confirmed)
+	}
+	// The service slows by half while the algorithm keeps 24 in flight:
+	// no cut, so nothing but the check can notice.
+	v.svc = 7500 * time.Microsecond
+	var levels []int
+	for range 120 {
+		levels = append(levels, run(l, v, &now, 1)...)
+		if l.mdl.probe.on && !l.mdl.probe.check {
+			break
+		}
+	}
+	if !l.mdl.probe.on || l.mdl.probe.check {
+		t.Fatalf("no full probe after the check (limits %v)", levels)
+	}
+	// The throughput is now 16/7.5ms = 2133/s: with the stale floor the
+	// knee reads 10.7, and the check held ⌈0.9·10.7⌉ = 10, where the RTT
+	// is the service's 7.5ms, not 5.
+	if last := levels[len(levels)-2]; last != 10 {
+		t.Fatalf("the check held %d, want ⌈0.9·10.7⌉ = 10 (limits %v)", last, levels[len(levels)-5:])
+	}
+	run(l, v, &now, 30)
+	if f := l.Floor(); !near(f, 7500*time.Microsecond, 0.01) {
+		t.Fatalf("floor %v after the full probe, want 7.5ms", f)
+	}
+}
+
+// "The service may have slowed" without any cut: the algorithm's guard
+// holds the saturating limit, and there the mean RTT is far above what the
+// model expects (F·S/K): twice the floor, in two clean windows in a row.
+func TestAboveTheModelIsASlowerService(t *testing.T) {
+	m := newModel(1, 1000)
+	m.floor, m.floorMean, m.floorW, m.confirmed = 5e6, 5e6, floorMemory, true
+	m.addRate(1600) // the knee 8, the saturating limit 9
+	w := Sample{Window: win100, Limit: 9, MaxInFlight: 9, Count: 300, RTT: 10 * ms, AvgRTT: 10 * ms, Rejected: 100}
+	if m.slowed(&w) {
+		t.Fatal("slowed on one window")
+	}
+	if !m.slowed(&w) {
+		t.Fatal("twice the floor at the saturating limit, twice: not read as a slower service")
+	}
+	// Within the model (9 in flight at 5.6ms: 9/1600/s): no.
+	m = newModel(1, 1000)
+	m.floor, m.floorMean, m.floorW, m.confirmed = 5e6, 5e6, floorMemory, true
+	m.addRate(1600)
+	w.RTT, w.AvgRTT = 5600*time.Microsecond, 5600*time.Microsecond
+	if m.slowed(&w) || m.slowed(&w) {
+		t.Fatal("an RTT the model expects read as a slower service")
+	}
+}
+
+// When the algorithm is cutting, a full probe measures its reference at
+// the algorithm's new limit (after draining), not in the queue it leaves.
+func TestProbeReferenceAtTheAlgorithmsCut(t *testing.T) {
+	alg := &prober{initial: 90, propose: 30}
+	l := newProbed(t, alg)
+	var now int64
+	v := &server{cores: 16, svc: 5 * ms}
+	got := run(l, v, &now, 4)
+	// Window 1 at 90 triggers the probe (no floor); the algorithm said 30:
+	// the next windows run at 30.
+	if got[0] != 90 || got[1] != 30 || got[2] != 30 {
+		t.Fatalf("limits %v, want 90 then the reference at the algorithm's 30", got)
+	}
+}
