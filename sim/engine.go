@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -35,22 +34,56 @@ type event struct {
 	req  *request
 }
 
+// evHeap is the event queue, a binary min-heap by (at, seq). It is typed,
+// not a container/heap, so that pushing an event does not box it in an
+// interface (an allocation per event). seq is unique, so the order events
+// come out in is the same whatever the heap's layout.
 type evHeap []event
 
-func (h evHeap) Len() int { return len(h) }
-func (h evHeap) Less(i, j int) bool {
+func (h evHeap) less(i, j int) bool {
 	if h[i].at != h[j].at {
 		return h[i].at < h[j].at
 	}
 	return h[i].seq < h[j].seq
 }
-func (h evHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *evHeap) Push(x any)   { *h = append(*h, x.(event)) }
-func (h *evHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+
+func (h *evHeap) push(ev event) {
+	*h = append(*h, ev)
+	q := *h
+	for j := len(q) - 1; j > 0; {
+		i := (j - 1) / 2 // parent
+		if !q.less(j, i) {
+			break
+		}
+		q[i], q[j] = q[j], q[i]
+		j = i
+	}
+}
+
+func (h *evHeap) pop() event {
+	q := *h
+	n := len(q) - 1
+	ev := q[0]
+	q[0] = q[n]
+	q[n] = event{}
+	q = q[:n]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		j := l
+		if r := l + 1; r < n && q.less(r, l) {
+			j = r
+		}
+		if !q.less(j, i) {
+			break
+		}
+		q[i], q[j] = q[j], q[i]
+		i = j
+	}
+	*h = q
+	return ev
 }
 
 type reqState uint8
@@ -214,7 +247,7 @@ func (e *engine) schedule(at int64, k evKind, r *request) {
 	if r != nil {
 		gen = r.gen
 	}
-	heap.Push(&e.events, event{at: at, seq: e.seq, kind: k, req: r, gen: gen})
+	e.events.push(event{at: at, seq: e.seq, kind: k, req: r, gen: gen})
 }
 
 // advance moves simulated time to t, crediting every CPU-phase request with
@@ -253,7 +286,7 @@ func (e *engine) loop() {
 			e.cpuDone(e.srv.pop())
 			continue
 		}
-		ev := heap.Pop(&e.events).(event)
+		ev := e.events.pop()
 		e.advance(ev.at)
 		switch ev.kind {
 		case evArrival:

@@ -43,11 +43,11 @@ type MatrixConfig struct {
 // MatrixRow is one row of the matrix, a scenario on a zoo cell: the best
 // fixed limit found for it, and each policy's verdict.
 type MatrixRow struct {
-	Model    string
-	Cores    int
-	Dist     string
-	Scenario string
-	SLO      time.Duration
+	Model    string        // the ZooModel's name
+	Cores    int           // the server's cores
+	Dist     string        // the ZooDist's name
+	Scenario string        // the incident's name (Incidents)
+	SLO      time.Duration // the scenario's latency objective
 	Best     BestFixed
 	// Policies holds the verdicts in the order of MatrixConfig.Policies.
 	Policies []Verdict
@@ -55,26 +55,26 @@ type MatrixRow struct {
 
 // BestFixed is the fixed concurrency limit (the static policy at Limit)
 // that gave the most goodput within the SLO, after warm-up, in a row,
-// found by a sweep: limits L*/16 … 8·L* by doubling (L* the static
-// policy's tuned limit, Env.TunedLimit, at most 10,000), then ×2^(±1/2)
+// found by a sweep: limits L*/8 … 4·L* by doubling (L* the static
+// policy's tuned limit, Env.TunedLimit; at most 10,000), then ×2^(±1/2)
 // and ×2^(±1/4) around the best so far.
 type BestFixed struct {
-	Limit int
+	Limit int // the best limit found
 	// Figures are the figures of the row's checks at Limit, by metric
 	// name, averaged over the sweep's seeds; a figure that does not apply
 	// to a fixed limit (floor_error) is absent.
 	Figures map[string]float64
-	Runs    int // runs the sweep took
-	Err     error
+	Runs    int   // runs the sweep took
+	Err     error // the first run of the sweep that failed, if any
 }
 
 // Verdict is a policy's outcome in a row: its checks and whether it met
 // all of them.
 type Verdict struct {
-	Policy string
-	Checks []Check
-	Pass   bool
-	Err    error // a run failed: no checks
+	Policy string  // the PolicySpec's name
+	Checks []Check // one per target of the scenario, in its order
+	Pass   bool    // every check passed
+	Err    error   // a run failed: no checks
 }
 
 // Check is one target of a row, judged on the worst of the seeds. The
@@ -82,10 +82,10 @@ type Verdict struct {
 // misses it: then it is 97% of what the best fixed limit achieves (for a
 // bound from below; for a bound from above, that figure divided by 0.97).
 type Check struct {
-	Metric   string
-	Absolute Target
-	Target   Target
-	Relaxed  bool // the best fixed limit misses Absolute
+	Metric   string // the figure, a metric name of Result (see Target)
+	Absolute Target // the scenario's target
+	Target   Target // the target judged: Absolute, or relaxed
+	Relaxed  bool   // the best fixed limit misses Absolute
 	// Best is the best fixed limit's figure, NaN if it has none.
 	Best float64
 	// Worst is the worst figure over the seeds: the lowest for a bound from
@@ -103,8 +103,8 @@ type Matrix struct {
 
 // PolicySummary counts the rows a policy passed.
 type PolicySummary struct {
-	Policy       string
-	Passed, Rows int
+	Policy       string // the PolicySpec's name
+	Passed, Rows int    // rows passed, of rows run
 }
 
 // Summary returns, per policy in the order of the config, the rows it
@@ -378,7 +378,7 @@ func bestFixed(sc Scenario, cfg *MatrixConfig) BestFixed {
 			best = n
 		}
 	}
-	lo, hi := max(1, tuned/16), min(maxLimit, tuned*8)
+	lo, hi := max(1, tuned/8), min(maxLimit, tuned*4)
 	for n := lo; n < hi; n *= 2 {
 		try(n)
 	}

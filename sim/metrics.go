@@ -142,11 +142,11 @@ type Result struct {
 // of goodput against what could be served, Σ goodput / Σ min(offered,
 // capacity), per interval of the settled span.
 type IncidentResult struct {
-	EarlyGoodput float64 `json:"early_goodput_ratio"`
-	EarlyP99ms   float64 `json:"early_p99_ms"`
-	Goodput      float64 `json:"incident_goodput_ratio"`
-	P99ms        float64 `json:"incident_p99_ms"`
-	Served       float64 `json:"incident_served_ratio"`
+	EarlyGoodput float64 `json:"early_goodput_ratio"`    // over the transient, of capacity
+	EarlyP99ms   float64 `json:"early_p99_ms"`           // of successes in the transient
+	Goodput      float64 `json:"incident_goodput_ratio"` // over the settled span, of capacity
+	P99ms        float64 `json:"incident_p99_ms"`        // of successes in the settled span
+	Served       float64 `json:"incident_served_ratio"`  // of min(offered, capacity), settled span
 }
 
 // FloorResult judges a policy's floor estimate (see Floorer) against the

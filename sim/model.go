@@ -57,9 +57,9 @@ func (m Model) String() string {
 // it ends (their latency counts from their arrival). Clients' deadlines
 // still pass during a pause.
 type GC struct {
-	Every  time.Duration
-	Jitter time.Duration
-	Pause  time.Duration
+	Every  time.Duration // mean time from the start of a pause to the next
+	Jitter time.Duration // largest deviation from Every
+	Pause  time.Duration // length of each pause
 }
 
 func (g *GC) validate() error {

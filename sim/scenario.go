@@ -194,8 +194,8 @@ type Scenario struct {
 // end of the run without Restore); set Scenario.Recover to Restore to have
 // late_reject_ratio count the refusals after it.
 type Incident struct {
-	At      time.Duration
-	Restore time.Duration
+	At      time.Duration // the surge or change of capacity begins
+	Restore time.Duration // the capacity comes back (0: never)
 	// Early is the transient's length (0: 5 s).
 	Early time.Duration
 }

@@ -10,7 +10,7 @@ import (
 
 // TestZooScenariosAreValid: every incident on every cell of the zoo is a
 // valid scenario, with a capacity of ZooCapacity (a little less with GC)
-// and the SLO of the zoo.
+// and the SLO and deadline of the zoo.
 func TestZooScenariosAreValid(t *testing.T) {
 	names := IncidentNames()
 	if len(names) != 10 {
@@ -34,8 +34,8 @@ func TestZooScenariosAreValid(t *testing.T) {
 					if sc.Name != names[i] {
 						t.Errorf("scenario %d is %q, want %q", i, sc.Name, names[i])
 					}
-					if want := 10*srv.Service.MeanValue() + srv.Wait.MeanValue(); sc.SLO != want {
-						t.Errorf("%s: SLO %v, want %v", sc.Name, sc.SLO, want)
+					if want := 10*srv.Service.MeanValue() + srv.Wait.MeanValue(); sc.SLO != want || sc.Deadline != 3*want {
+						t.Errorf("%s: SLO %v, deadline %v, want %v and 3× that", sc.Name, sc.SLO, sc.Deadline, want)
 					}
 				}
 			}
