@@ -234,6 +234,12 @@ const (
 	// the difference) accounts for it, and every window of the reference
 	// holds the algorithm's limit, whatever it proposes.
 	refWindows = 3
+	// probeDecide: a level's throughput is judged early (before
+	// probeSamples) only over at least this many completions: over a dozen
+	// the count is too far from normal for two standard errors to mean
+	// much (a dozen where 20 were due, against a reference 1.4σ high, read
+	// as the knee on one core and made three times the floor the floor).
+	probeDecide = 50
 	// probeFell: a level whose throughput is this much below the level
 	// above (two standard errors of their difference) has crossed the
 	// knee: the service is no longer saturated, so its RTT is the floor.
@@ -515,7 +521,7 @@ func (m *model) stepProbe(s *Sample, now int64) int64 {
 	x := p.done / p.dur
 	enough := p.done >= probeSamples || p.windows >= probeWindows || (p.step == 0 && p.windows >= refWindows)
 	var fell bool
-	if p.step > 0 {
+	if p.step > 0 && p.done >= probeDecide {
 		// A sequential test: decide as soon as the throughput is clearly
 		// (two standard errors of the difference of two Poisson counts)
 		// above or below the mark. Undecided at probeSamples, it held: a
