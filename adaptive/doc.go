@@ -13,6 +13,16 @@
 // the learning: Fixed and AIMD live here; Vegas and Gradient live in the
 // packages vegas and gradient.
 //
+// What every algorithm needs to know about the service is measured once, by
+// the gate, and handed to it in each Sample: the throughput, the floor (the
+// round-trip time at low concurrency, learnt only from windows in which the
+// gate was not saturated and from probes) and the knee, their product. For
+// an algorithm that moves the limit on the floor (a FloorProber), the gate
+// also probes it while saturated: it lowers the limit step by step until the
+// throughput falls, which costs at most one level below the knee; during a
+// probe the algorithm is told (Sample.Probing) and its proposals wait.
+// Limiter.Floor and Limiter.Throughput read the model for metrics.
+//
 // Typical use:
 //
 //	lim, err := adaptive.New(adaptive.NewAIMD(), adaptive.WithMaxLimit(1000))

@@ -179,3 +179,20 @@ func ExampleFrontSignal() {
 	// long queue: sluice: concurrency limit reached: requests wait too long before reaching the gate
 	// an overload refusal: true
 }
+
+// The gate measures the service's floor, the round-trip time at low
+// concurrency, from windows in which it is not saturated: here requests of
+// 5ms, two at a time under a limit of 10.
+func ExampleLimiter_Floor() {
+	clk := clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	lim, _ := adaptive.New(adaptive.Fixed(10), adaptive.WithClock(clk))
+	for range 100 { // 500ms of traffic: five 100ms windows
+		a, _ := lim.TryAcquire()
+		b, _ := lim.TryAcquire()
+		clk.Advance(5 * time.Millisecond)
+		a.Success()
+		b.Success()
+	}
+	fmt.Println("floor:", lim.Floor(), "throughput measured:", lim.Throughput() > 0)
+	// Output: floor: 5ms throughput measured: false
+}

@@ -122,6 +122,14 @@ type Limiter struct {
 	winStart     atomic.Int64 // ns since epoch
 	lastRTT      atomic.Int64 // mean RTT of the last window with samples, ns
 	overreleases atomic.Int64
+
+	// The model of the service (model.go): guarded by flushing, published
+	// for Floor, Throughput and Probing.
+	mdl      model
+	prober   bool // the algorithm asked for probes (FloorProber)
+	floorPub atomic.Int64
+	thrPub   atomic.Uint64 // float64 bits
+	probePub atomic.Bool
 }
 
 // The admission word holds in-flight in its high half and the limit in its
@@ -185,6 +193,10 @@ func New(alg Algorithm, opts ...Option) (*Limiter, error) {
 		minSamp:  int64(cfg.minSamples),
 		pct:      cfg.percentile,
 	}
+	if p, ok := alg.(FloorProber); ok {
+		l.prober = p.ProbesFloor()
+	}
+	l.mdl = newModel(l.minLim, l.maxLim)
 	l.since = clock.ElapsedOf(cfg.clock)
 	l.epoch = l.clk.Now()
 	l.h = new(hot)
@@ -489,9 +501,61 @@ func (l *Limiter) maybeFlush(now int64) {
 	if s.Count > 0 {
 		l.lastRTT.Store(int64(s.AvgRTT))
 	}
-	next := int64(l.alg.Update(s))
+	next := l.learn(&s, now)
 	l.setLimit(min(max(next, l.minLim), l.maxLim))
 }
+
+// learn feeds the window to the model and the algorithm, runs the probe
+// (model.go), and returns the next limit.
+func (l *Limiter) learn(s *Sample, now int64) int64 {
+	m := &l.mdl
+	defer l.publish()
+	if m.probe.on {
+		next := m.stepProbe(s, now)
+		m.fill(s)
+		s.Probing = true
+		l.alg.Update(*s) // told, not obeyed
+		return next
+	}
+	m.observe(s, now)
+	slow := m.slowed(s)
+	switch {
+	case !s.Saturated():
+		m.satSince = -1
+	case m.satSince < 0:
+		m.satSince = now - int64(s.Window)
+	}
+	m.fill(s)
+	next := min(max(int64(l.alg.Update(*s)), l.minLim), l.maxLim)
+	if l.prober {
+		if kind := m.want(s, now, slow); kind != noProbe {
+			// Back, afterwards, to where the algorithm had the limit: the
+			// window's, or less if it is cutting.
+			next = m.start(s, min(next, int64(s.Limit)), kind)
+		}
+	}
+	return next
+}
+
+// publish makes the model readable by Floor, Throughput and Probing.
+func (l *Limiter) publish() {
+	l.floorPub.Store(int64(l.mdl.floor))
+	l.thrPub.Store(math.Float64bits(l.mdl.thr))
+	l.probePub.Store(l.mdl.probe.on)
+}
+
+// Floor returns the service's floor as the gate measured it (see
+// Sample.Floor): 0 until measured.
+func (l *Limiter) Floor() time.Duration { return time.Duration(l.floorPub.Load()) }
+
+// Throughput returns the service's throughput, in completions per second,
+// as the gate measured it while saturated (see Sample.Throughput): 0 until
+// the gate has been saturated.
+func (l *Limiter) Throughput() float64 { return math.Float64frombits(l.thrPub.Load()) }
+
+// Probing reports whether the gate is probing the service's floor, and so
+// holds a limit of its own choosing (see FloorProber).
+func (l *Limiter) Probing() bool { return l.probePub.Load() }
 
 // setLimit moves the limit, keeping the in-flight count, and admits waiters
 // if it grew.

@@ -49,6 +49,33 @@ type Sample struct {
 	// the queue in front of the gate was too long (not counted in
 	// Rejected: the gate itself had room).
 	FrontRefused int
+
+	// The gate's model of the service, measured over all windows so far,
+	// this one included (see FloorProber for how the gate measures it).
+
+	// Floor is the service's floor: the round-trip time at low concurrency,
+	// about what a request served alone takes, in the statistic of RTT (the
+	// mean, or the WithPercentile quantile). It is learnt only from windows
+	// in which the gate was not saturated and from probes; a saturated
+	// window never raises it (its RTT is queueing). Zero until measured.
+	Floor time.Duration
+	// FloorMean is the floor as a mean round-trip time, whatever the
+	// statistic of RTT: the one to compare with AvgRTT, and the one
+	// Little's law needs (see Knee).
+	FloorMean time.Duration
+	// Throughput is the service's throughput in completions per second:
+	// the highest smoothed completion rate of the saturated windows of the
+	// last second. Zero until the gate has been saturated.
+	Throughput float64
+	// Knee is Throughput times the mean floor (Little's law): the
+	// concurrency at which the service is just saturated. Below it the
+	// service idles for want of requests; above it they queue. Zero while
+	// Floor or Throughput is unknown.
+	Knee float64
+	// Probing reports that the window was part of a probe of the floor: the
+	// gate, not the algorithm, chose its limit, and ignores what Update
+	// returns for it (see FloorProber).
+	Probing bool
 }
 
 // Held is the concurrency the window held: its peak in flight, but no more

@@ -1,6 +1,6 @@
 // Package gradient is a Gradient2-style adaptive concurrency algorithm for
 // sluice's gate (adaptive.Limiter): it compares each window's round-trip time
-// with a long-term baseline and moves the limit by their ratio, so the limit
+// with the service's floor and moves the limit by their ratio, so the limit
 // settles where queueing starts to add latency.
 //
 // It fixes the known weaknesses of Netflix's Gradient2 and its ports:
@@ -9,16 +9,19 @@
 //     latency is flat, until the first congestion signal;
 //   - drops count: a window with dropped (timed-out) requests is congested,
 //     however fast its successful requests were;
-//   - no baseline drift: the baseline follows the RTT only while the server is
-//     not congested and falls at once to a faster RTT; WithMaxRTT adds an
-//     absolute bound from the latency objective; it is re-learnt when shrinking the limit stops lowering the
-//     RTT (the service itself got slower), without pinning the limit low;
+//   - no baseline drift: the baseline is the gate's measured floor
+//     (adaptive.Sample.Floor), learnt only at low concurrency and raised
+//     only when a probe of the gate confirms that the service got slower;
+//     WithMaxRTT adds an absolute bound from the latency objective;
+//   - never below the knee: when the gate is saturated the limit stays at
+//     or above the least limit that keeps the service saturated
+//     (adaptive.Sample.SaturatingLimit), whatever the bound asks, so an
+//     objective the service cannot meet refuses no work it could do;
 //   - no creep: the headroom term is added only when there is no queueing, so
 //     steady moderate overload does not push the limit up window by window;
 //   - no needless queue under heavy overload: while most callers have been
 //     refused for a couple of seconds the gate is always full, and the
-//     bound is tightened by 15% towards the knee (lower latency, the same
-//     throughput);
+//     bound is tightened by 15% (lower latency, the same throughput);
 //   - no inflation: the limit grows only while the gate is (nearly) full —
 //     its peak in flight at ¾ of the limit or more — so it never runs far
 //     ahead of the demand it has seen (at most about 4/3 of its peaks).
@@ -49,30 +52,15 @@ type Gradient struct {
 	err       error
 
 	limit     float64
-	baseline  float64       // ns; 0 until the first sample
-	smoothed  float64       // ns: EMA of the window RTTs, factor 1/2
-	slow      float64       // ns: EMA of the window RTTs, factor 1/5
-	pressure  float64       // EMA of the share of refused callers, factor 0.3
-	sustained float64       // the same, factor 0.05 (about 2 s of 100 ms windows)
-	seen      int           // windows with samples
-	hist      [4][2]float64 // the last congested windows' (held, RTT)
-	histN     int
-	kneeRTT   float64 // ns: the lowest RTT while seeking the knee; 0 when not seeking
-	probeRTT  float64 // ns: the smoothed RTT when a dead-band probe began; 0 when not probing
-	probeWait int     // windows before the next dead-band probe
-	deadBand  float64
+	floor     float64 // ns: the no-load RTT in use, the gate's (Sample.Floor) or, without one, own
+	own       float64 // ns: the fallback estimate, for a gate that reports no floor; 0 until the first sample
+	smoothed  float64 // ns: EMA of the window RTTs, factor 1/2
+	slow      float64 // ns: EMA of the window RTTs, factor 1/5
+	pressure  float64 // EMA of the share of refused callers, factor 0.3
+	sustained float64 // the same, factor 0.05 (about 2 s of 100 ms windows)
+	seen      int     // windows with samples
 	slowStart bool
-	// stale-baseline detection: the RTT and limit when the current run of
-	// congested windows began.
-	dropFloor        float64 // drop share not caused by queueing
-	dropTol          float64
-	knee             float64 // ns: the service's own RTT, when shrinking stopped helping
-	anchorAge        int     // windows since the run's anchor
-	runStartShare    float64
-	runMinRTT        float64
-	congestedRun     int
-	runStartRTT      float64
-	runStartInFlight float64
+	dropTol   float64
 }
 
 // Option configures a Gradient.
@@ -82,7 +70,7 @@ type Option func(*Gradient)
 func WithInitialLimit(n int) Option { return func(g *Gradient) { g.initial = n } }
 
 // WithTolerance sets how much slower than the baseline a window may be before
-// the limit shrinks (default 1.6: RTT up to 1.6 times the no-load RTT is
+// the limit shrinks (default 1.6: RTT up to 1.6 times the floor is
 // acceptable queueing; must be ≥ 1).
 func WithTolerance(t float64) Option { return func(g *Gradient) { g.tol = t } }
 
@@ -104,8 +92,9 @@ func WithSmoothing(s float64) Option { return func(g *Gradient) { g.smoothing = 
 // 0.5: at most halve it; in (0, 1)).
 func WithMinGradient(m float64) Option { return func(g *Gradient) { g.minGrad = m } }
 
-// WithBaselineWindows sets the length, in windows, of the baseline's moving
-// average while the server is healthy (default 20; at least 1).
+// WithBaselineWindows sets the length, in windows, of the moving average of
+// the fallback floor estimate, used only while the gate reports no floor
+// (adaptive.Sample.Floor) — Update driven by hand (default 20; at least 1).
 func WithBaselineWindows(n int) Option {
 	return func(g *Gradient) {
 		if n < 1 {
@@ -135,7 +124,8 @@ func WithHeadroom(f func(limit float64) float64) Option { return func(g *Gradien
 // which adaptive.New calls.
 func New(opts ...Option) *Gradient {
 	g := &Gradient{
-		initial: 20, tol: 1.6, slack: 0.4, dropTol: 0.01, deadBand: 0.9, smoothing: 0.5, minGrad: 0.5, baseAlpha: 2.0 / 21,
+		initial: defaultInitial, tol: defaultTolerance, slack: defaultSlack, dropTol: defaultDropTolerance,
+		smoothing: defaultSmoothing, minGrad: defaultMinGradient, baseAlpha: 2.0 / (defaultBaselineWindows + 1),
 		headroom: func(l float64) float64 { return max(1, math.Sqrt(l)) },
 	}
 	for _, o := range opts {
@@ -189,26 +179,37 @@ func (g *Gradient) Validate() error {
 // InitialLimit returns the starting limit.
 func (g *Gradient) InitialLimit() int { return g.initial }
 
-// Baseline returns the current no-load RTT estimate (0 before any sample).
-func (g *Gradient) Baseline() time.Duration { return time.Duration(g.baseline) }
+// Baseline returns the no-load RTT the algorithm works with: the gate's
+// floor (adaptive.Sample.Floor) when the gate reports one, else its own
+// estimate (0 before any sample).
+func (g *Gradient) Baseline() time.Duration { return time.Duration(g.floor) }
+
+// ProbesFloor reports that Gradient moves the limit on the gate's floor, so
+// the gate probes it (adaptive.FloorProber).
+func (g *Gradient) ProbesFloor() bool { return true }
 
 // Update moves the limit for one window:
 //
 //	gradient = clamp(bound / rtt, minGradient, 1)   (drops: ≤ 1 − drop share)
 //	bound    = bound(s)   (the RTT objective, relieved and tightened: see bound)
-//	full     = MaxInFlight ≥ L or Rejected > 0
-//	proposal = L + max(1, L/10)      gradient < 1 but shrinking stopped lowering
-//	         or L − 1                the RTT: seek the knee (see futile)
-//	         = L · gradient          full (or drops) and gradient < 1
+//	full     = the gate saturated (adaptive.Sample.Saturated)
+//	proposal = L · gradient          full (or drops) and gradient < 1
 //	         = L                     rtt within the dead band [0.9·bound, bound]
-//	         or L + max(1, L/10)     ... while many are refused and no knee is
-//	                                 set: probe (see probe)
 //	         = 2L                    full, gradient = 1, slow start
 //	         = L + headroom(L)       nearly full (MaxInFlight ≥ ¾L), gradient = 1
 //	         = L                     demand well below the limit: neither
 //	                                 growth nor shrinking would help
-//	L'       = L + smoothing · (proposal − L)
+//	L'       = L + smoothing · (proposal − L), and, when full, at least the
+//	           least limit that keeps the service saturated
+//	           (adaptive.Sample.SaturatingLimit): below it the RTT is the
+//	           service's own and a smaller limit only refuses work.
+//
+// Windows of the gate's probe (adaptive.Sample.Probing) teach nothing and
+// move nothing.
 func (g *Gradient) Update(s adaptive.Sample) int {
+	if s.Probing {
+		return int(math.Round(g.limit))
+	}
 	if int(math.Round(g.limit)) != s.Limit {
 		g.limit = float64(s.Limit) // the gate clamped it: follow
 	}
@@ -216,15 +217,15 @@ func (g *Gradient) Update(s adaptive.Sample) int {
 	drops := float64(s.Dropped)
 	share := drops / (drops + float64(s.Count))
 	if s.Count == 0 {
-		if share > g.dropLevel() {
+		if share > g.dropTol {
 			g.slowStart = false
 			g.limit = math.Floor(g.limit * g.minGrad)
 		}
 		return int(g.limit)
 	}
 	rtt := float64(s.RTT)
-	full := s.MaxInFlight >= s.Limit || s.Rejected > 0
-	g.updateBaseline(rtt, share, full, s)
+	full := s.Saturated()
+	g.updateFloor(rtt, share, full, s)
 	// Under real overload react to each window; while few are refused, react
 	// only to slowness that persists (the smoothed RTT), not to the queue
 	// spikes of a busy but healthy server.
@@ -233,45 +234,24 @@ func (g *Gradient) Update(s adaptive.Sample) int {
 		judged = max(g.slow, min(rtt, g.bound(s)))
 	}
 	grad := min(1, g.bound(s)/judged)
-	if share > g.dropLevel() {
-		grad = min(grad, 1-(share-g.dropLevel()))
+	// Drops are congestion when the successes queued too: queueing delays
+	// every request admitted at the same time. Successes near the floor
+	// with drops beside them are a service that fails on its own (a
+	// dependency timing out), which refusing callers would not cure.
+	dropped := share > g.dropTol && g.queued(s)
+	if dropped {
+		grad = min(grad, 1-(share-g.dropTol))
 	}
 	grad = max(grad, g.minGrad)
-	if grad >= 1 {
-		g.kneeRTT = 0 // the bound is met again
-	}
 	var proposal float64
 	switch {
-	case grad < 1 && (g.kneeRTT > 0 || g.futile(s, rtt)):
-		// Shrinking the number in flight stopped making the RTT faster: the
-		// service itself is slower and the bound cannot be met. Shrinking
-		// further would only refuse work, so seek the knee instead: probe
-		// up by a tenth while the RTT stays within 10% of the lowest seen,
-		// step back by one when it rises by a fifth (queueing again).
+	case grad < 1 && (full || dropped):
 		g.slowStart = false
-		if g.kneeRTT == 0 || g.smoothed < g.kneeRTT {
-			g.kneeRTT = g.smoothed
-		}
-		switch {
-		case g.smoothed <= 1.1*g.kneeRTT && full:
-			proposal = g.limit + max(1, kneeStep*g.limit)
-		case g.smoothed > 1.2*g.kneeRTT:
-			proposal = g.limit - 1
-		default:
-			proposal = g.limit
-		}
-	case grad < 1 && (full || share > g.dropLevel()):
-		g.slowStart = false
-		g.endProbe(true)
 		proposal = g.limit * grad
-	case grad >= 1 && full && g.knee == 0 && g.relief(s) == 1 && !g.growable(judged, s) && !g.growable(g.smoothed, s):
-		// In the dead band while many callers are refused.
-		proposal = g.probe()
 	case !(full || float64(s.MaxInFlight) >= nearFull*g.limit) || grad < 1 || !g.growable(max(judged, g.smoothed), s):
 		// Not full, or within the dead band just under the bound (judged
 		// also by the smoothed RTT, so one lucky window does not grow it):
 		// hold, rather than oscillate across the bound.
-		g.endProbe(false)
 		proposal = g.limit
 	case g.slowStart && full:
 		proposal = 2 * g.limit
@@ -284,49 +264,21 @@ func (g *Gradient) Update(s adaptive.Sample) int {
 	} else if proposal < g.limit-0.5 {
 		next = min(next, g.limit-1) // and when shrinking
 	}
+	if full {
+		next = max(next, float64(s.SaturatingLimit()))
+	}
 	g.limit = max(1, next)
 	return int(math.Round(g.limit))
 }
 
-// probe is the dead band's rule while many callers are refused (full, and
-// at least 5% refused): the RTT sits just under the bound, but it may be the
-// service's own (a dependency wait that no concurrency changes), in which
-// case holding would refuse those callers for as long as it lasts. So
-//
-//	proposal = L + max(1, L/10)   while the smoothed RTT stays within 5% of
-//	                              its value when the probe began
-//	         = L / 1.1            when it rose (queueing): then no probe for
-//	                              probePause windows
-//
-// A probe that takes the RTT over the bound ends in the gradient rule,
-// which shrinks, and also pauses probing.
-func (g *Gradient) probe() float64 {
-	switch {
-	case g.probeWait > 0:
-		g.probeWait--
-		return g.limit
-	case g.probeRTT == 0:
-		g.probeRTT = g.smoothed
-	case g.smoothed > 1.05*g.probeRTT:
-		g.endProbe(true)
-		return g.limit / (1 + kneeStep)
-	}
-	return g.limit + max(1, kneeStep*g.limit)
+// queued reports whether the window's successes queued: their mean RTT
+// above the floor's (adaptive.Sample.FloorMean) by more than a quarter of
+// the tolerance. The mean, not the window's RTT statistic: a median hardly
+// moves when a few requests queue behind slow ones. Without a floor from
+// the gate, every window may have queued.
+func (g *Gradient) queued(s adaptive.Sample) bool {
+	return s.FloorMean <= 0 || float64(s.AvgRTT) > (1+queuedShare*(g.tol-1))*float64(s.FloorMean)
 }
-
-// endProbe ends a dead-band probe, if one is under way; pause: it raised
-// the RTT, so wait before the next.
-func (g *Gradient) endProbe(pause bool) {
-	if g.probeRTT > 0 && pause {
-		g.probeWait = probePause
-	}
-	g.probeRTT = 0
-}
-
-// dropLevel is the drop share that is not read as congestion: the
-// WithDropTolerance floor (some requests always time out), or more when
-// shrinking was seen not to reduce the drops.
-func (g *Gradient) dropLevel() float64 { return max(g.dropFloor, g.dropTol) }
 
 // relief is the factor by which the bounds loosen while few callers are
 // refused:
@@ -339,7 +291,7 @@ func (g *Gradient) dropLevel() float64 { return max(g.dropFloor, g.dropTol) }
 // refused, the queueing is the normal jitter of a busy but healthy server,
 // and shrinking would only refuse callers the server could have served.
 func (g *Gradient) relief(s adaptive.Sample) float64 {
-	return 1 + g.slack*(1-min(1, g.pressure/0.05))
+	return 1 + g.slack*(1-min(1, g.pressure/reliefAt))
 }
 
 // notePressure updates the smoothed shares of refused callers: pressure
@@ -348,16 +300,16 @@ func (g *Gradient) relief(s adaptive.Sample) float64 {
 func (g *Gradient) notePressure(s adaptive.Sample) {
 	total := float64(s.Rejected + s.Count + s.Dropped)
 	if total > 0 {
-		g.pressure += 0.3 * (float64(s.Rejected)/total - g.pressure)
-		g.sustained += 0.05 * (float64(s.Rejected)/total - g.sustained)
+		g.pressure += pressureAlpha * (float64(s.Rejected)/total - g.pressure)
+		g.sustained += sustainedAlpha * (float64(s.Rejected)/total - g.sustained)
 	}
 }
 
 // objective is the RTT objective before relief and tightening:
 //
-//	objective = min(tol · baseline, maxRTT)   (maxRTT: when set)
+//	objective = min(tol · floor, maxRTT)   (maxRTT: when set)
 func (g *Gradient) objective() float64 {
-	b := g.tol * g.baseline
+	b := g.tol * g.floor
 	if g.maxRTT > 0 {
 		b = min(b, float64(g.maxRTT))
 	}
@@ -366,40 +318,30 @@ func (g *Gradient) objective() float64 {
 
 // bound is the slowest acceptable window RTT:
 //
-//	bound(s) = relief(s) · max(tightening · objective, knee)
+//	bound(s) = relief(s) · max(tightening · objective, floor)
 //	tightening = 0.85 under sustained heavy overload (see heavy), else 1
 //
-// where knee is the RTT below which less concurrency did not get (the
-// service's own RTT, learnt when shrinking stopped helping): no bound can ask
-// for less than the service itself takes.
+// No bound asks for less than the service itself takes, its floor (the
+// gate's, probed: adaptive.Sample.Floor): a window at the floor has no
+// queue to remove. A bound the service cannot meet otherwise does not take
+// the limit below adaptive.Sample.SaturatingLimit either (see Update).
 func (g *Gradient) bound(s adaptive.Sample) float64 {
-	b := g.objective()
-	if g.sustained > heavy {
-		b *= tight
-	}
-	return g.relief(s) * max(b, g.knee)
+	return g.relief(s) * max(g.tightened(), g.floor)
 }
 
-// futile records the congested window and reports whether, over the last
-// three congested windows, the concurrency held (adaptive.Sample.Held) fell by a fifth
-// or more while the window RTT fell by less than 10%: less concurrency no
-// longer helps (the service itself is slower). The windows' own RTTs are
-// compared, not the smoothed one, which lags a cut limit by a window or two
-// and would make queueing look like the service's own slowness.
-func (g *Gradient) futile(s adaptive.Sample, rtt float64) bool {
-	g.hist[g.histN%len(g.hist)] = [2]float64{float64(s.Held()), rtt}
-	g.histN++
-	if g.histN <= len(g.hist) {
-		return false
+// tightened is the objective, tightened under sustained heavy overload
+// (see heavy).
+func (g *Gradient) tightened() float64 {
+	if g.sustained > heavy {
+		return tight * g.objective()
 	}
-	old := g.hist[g.histN%len(g.hist)] // the oldest of the ring
-	return float64(s.Held()) <= 0.8*old[0] && rtt >= 0.9*old[1]
+	return g.objective()
 }
 
 // growable reports whether rtt leaves room to grow: below the dead band
-// under the bound, or — when the knee sets the bound — no slower than the
-// knee itself (below the core count the RTT is the service time and cannot
-// fall further, so a dead band there would hold a too-small limit forever).
+// under the bound, or — when the floor sets the bound — no slower than the
+// floor itself (3% for the histogram's resolution): at the floor there is no
+// queue, and a dead band there would hold a limit too small for good.
 //
 // It is not tightened under sustained heavy overload (see heavy): there
 // the bound falls to 0.85 of the objective, under the dead band's floor
@@ -409,105 +351,107 @@ func (g *Gradient) futile(s adaptive.Sample, rtt float64) bool {
 // limit and lowers p99 on the steps by another 2 ms, but the tighter hold
 // misses settling and ramp goodput on more seeds.
 func (g *Gradient) growable(rtt float64, s adaptive.Sample) bool {
-	b := g.objective()
-	return rtt <= g.relief(s)*max(g.deadBand*b, 1.03*g.knee)
+	if g.floor > g.tightened() {
+		return rtt <= g.relief(s)*floorRes*g.floor
+	}
+	return rtt <= g.relief(s)*deadBand*g.objective()
 }
 
-// updateBaseline keeps the no-load RTT estimate. It falls at once to the
-// smoothed RTT when that is faster, and rises (slowly, over the baseline
-// windows) only in windows that show no queueing: the gate not full and the
-// RTT within a fifth of the baseline. So a long incident can never teach it
-// that overload is normal. If congested windows cut the number in flight by
-// a quarter, over at least three windows, without making the RTT (or the
-// drop share) 10% better, the slowness is the service's own, not queueing:
-// the baseline is re-learnt from the current RTT and the knee from the
-// fastest window since, without pinning the limit low to measure it. A run
-// whose RTT rose by 30% starts again: the service changed under it.
-func (g *Gradient) updateBaseline(rtt, share float64, full bool, s adaptive.Sample) {
+// updateFloor keeps the smoothed RTTs and the floor: the gate's
+// (adaptive.Sample.Floor) when it reports one. Without one (a gate that has
+// not measured it yet, or Update driven by hand) the algorithm keeps its own
+// estimate, which falls at once to the smoothed RTT when that is faster, and
+// rises (slowly, over the baseline windows) only in windows that show no
+// queueing: the gate not full and the RTT within a fifth of the estimate.
+func (g *Gradient) updateFloor(rtt, share float64, full bool, s adaptive.Sample) {
 	if g.smoothed == 0 {
 		g.smoothed = rtt
 	}
 	g.seen++
-	g.smoothed += 0.5 * (rtt - g.smoothed)
+	g.smoothed += smoothAlpha * (rtt - g.smoothed)
 	if g.slow == 0 {
 		g.slow = rtt
 	}
-	g.slow += 0.2 * (rtt - g.slow)
-	if g.smoothed < 0.7*g.knee {
-		g.knee = 0 // the service got faster again
-	}
-	if share < g.dropFloor/2 {
-		g.dropFloor = 0 // the drops that were not queueing have gone
-	}
+	g.slow += slowAlpha * (rtt - g.slow)
 	switch {
-	case share > g.dropLevel():
-		// A window with drops teaches the baseline nothing: its successes
+	case share > g.dropTol:
+		// A window with drops teaches the estimate nothing: its successes
 		// may be fast precisely because the slow requests were dropped.
-	case g.baseline == 0 || (g.seen <= 5 && !full) || g.smoothed < g.baseline:
+	case g.own == 0 || (g.seen <= ownWarm && !full) || g.smoothed < g.own:
 		// The first uncongested windows only seed the average: a minimum
 		// taken over them would keep the luck of the first few samples.
-		g.baseline = g.smoothed
-	case !full && rtt <= 1.2*g.baseline:
-		g.baseline += g.baseAlpha * (rtt - g.baseline)
+		g.own = g.smoothed
+	case !full && rtt <= ownRise*g.own:
+		g.own += g.baseAlpha * (rtt - g.own)
 	}
-	congested := rtt > g.bound(s) || share > g.dropLevel()
-	if !congested {
-		g.congestedRun = 0
-	} else {
-		if g.congestedRun == 0 {
-			g.runStartRTT, g.runStartInFlight, g.runStartShare = rtt, float64(s.Held()), share
-			g.runMinRTT = rtt
-			g.anchorAge = 0
-		}
-		g.congestedRun++
-		g.runMinRTT = min(g.runMinRTT, rtt)
-		if rtt < 0.9*g.runStartRTT || share < 0.9*g.runStartShare || rtt > 1.3*g.runStartRTT {
-			// Less in flight made it faster: queueing. Or it got much
-			// slower: the service changed under the run (a capacity
-			// drop), and the windows so far say nothing about its knee.
-			// Re-anchor.
-			g.runStartRTT, g.runStartInFlight, g.runStartShare = rtt, float64(s.Held()), share
-			g.runMinRTT = rtt
-			g.anchorAge = 0
-		} else if g.anchorAge++; g.anchorAge >= kneeAge && float64(s.Held()) <= g.runStartInFlight*kneeCut {
-			// Not queueing: hold the limit here, at the edge of tolerance,
-			// and stop reading these drops as congestion.
-			g.baseline = rtt / (g.tol * g.relief(s))
-			g.knee = g.runMinRTT
-			g.dropFloor = share
-			g.congestedRun = 0
-		}
+	g.floor = g.own
+	if s.Floor > 0 {
+		g.floor = float64(s.Floor)
 	}
 }
 
-// The constants of the rules above.
+// The tuned numbers of Gradient, in one table: the defaults of its options,
+// then the constants of its rules.
 const (
+	// defaultInitial: the starting limit, for a service of unknown size
+	// (the gate's probe finds the knee from there on a cold start).
+	defaultInitial = 20
+	// defaultTolerance: an RTT up to 1.6 times the floor is acceptable
+	// queueing when no objective is given (WithMaxRTT).
+	defaultTolerance = 1.6
+	// defaultSlack: the bounds loosen by up to 1.4× while few callers are
+	// refused (see relief).
+	defaultSlack = 0.4
+	// defaultDropTolerance: a few requests always time out.
+	defaultDropTolerance = 0.01
+	// defaultSmoothing: half of each window's proposal is applied.
+	defaultSmoothing = 0.5
+	// defaultMinGradient: a window at most halves the limit.
+	defaultMinGradient = 0.5
+	// defaultBaselineWindows: the fallback floor estimate's moving average
+	// (without the gate's floor) spans about this many windows.
+	defaultBaselineWindows = 20
+
 	// nearFull: a window whose peak in flight reached this share of the
 	// limit asks for headroom, so that Poisson peaks over a limit sized
 	// to the mean demand are not refused (growth stays bounded by the
 	// demand seen: the limit stops at about peak/nearFull).
 	nearFull = 0.75
-	// kneeCut and kneeAge: the service's own slowness is recognised when,
-	// for kneeAge windows after the run's anchor, cutting in flight to
-	// kneeCut of the anchor's did not make the RTT 10% faster.
-	kneeCut = 0.75
-	kneeAge = 3
-	// kneeStep: seeking the knee, the limit probes up by this share of
-	// itself (at least one) per window while the RTT stays near the
-	// lowest seen, and steps back by one when it rises: it climbs back
-	// quickly from an undershoot and settles by single steps.
-	kneeStep = 0.1
-	// probePause: after a dead-band probe raised the RTT, this many
-	// windows in the dead band pass before the next (see probe).
-	probePause = 20
-	// heavy and tight: under sustained heavy overload (a share of
-	// refused callers above heavy, smoothed over about 2 seconds of
-	// windows) the gate is always full and its queue buys no throughput,
-	// only latency: the bound is tightened to tight of itself, towards
-	// the knee. Not below it: the RTT's noise would then take the limit
-	// under the core count and idle them. Only heavy overload, because
-	// near capacity a queue does absorb the Poisson peaks a short limit
-	// would refuse.
-	heavy = 0.45
-	tight = 0.85
+	// deadBand: an RTT within this share of the bound holds the limit,
+	// rather than oscillate across the bound.
+	deadBand = 0.9
+	// floorRes: an RTT within 3% of the floor is the floor (the resolution
+	// of the gate's percentile histogram).
+	floorRes = 1.03
+	// queuedShare: a window's successes queued when their mean RTT is
+	// above the floor's by this share of the tolerance (a quarter: a queue
+	// that is a fraction of the one the tolerance allows).
+	queuedShare = 0.25
+	// smoothAlpha and slowAlpha: the EMA factors of the smoothed RTTs, the
+	// fast one (about two windows: the fallback floor's seed) and the slow
+	// one (about five: "slowness that persists" while few are refused).
+	smoothAlpha = 0.5
+	slowAlpha   = 0.2
+	// pressureAlpha and reliefAt: the share of refused callers is smoothed
+	// over about three windows (a single window with a queue spike must not
+	// look like overload), and relief is gone once it reaches reliefAt:
+	// at 5% refused the demand is really above the limit.
+	pressureAlpha = 0.3
+	reliefAt      = 0.05
+	// sustainedAlpha, heavy and tight: under sustained heavy overload (a
+	// share of refused callers above heavy, smoothed over about 2 seconds
+	// of windows) the gate is always full and its queue buys no
+	// throughput, only latency: the bound is tightened to tight of itself,
+	// towards the knee. Not below it: the RTT's noise would then take the
+	// limit under the core count and idle them. Only heavy overload,
+	// because near capacity a queue does absorb the Poisson peaks a short
+	// limit would refuse.
+	sustainedAlpha = 0.05
+	heavy          = 0.45
+	tight          = 0.85
+	// ownWarm and ownRise: the fallback floor estimate (no floor from the
+	// gate) is seeded by the first ownWarm unsaturated windows, and rises
+	// only in windows within ownRise of it.
+	ownWarm = 5
+	ownRise = 1.2
 )

@@ -118,17 +118,38 @@ func TestNoLoadRTTDoesNotDriftUnderQueueing(t *testing.T) {
 	}
 }
 
-func TestSlowerServiceIsRelearntWithoutPinning(t *testing.T) {
+// seen adds the model of the service the gate reports to window w: the
+// floor (statistic and mean alike) and a throughput of x completions per
+// second (so the knee x·floor).
+func seen(w func(int) adaptive.Sample, floor time.Duration, x float64) func(int) adaptive.Sample {
+	return func(l int) adaptive.Sample {
+		s := w(l)
+		s.Floor, s.FloorMean, s.Throughput, s.Knee = floor, floor, x, x*floor.Seconds()
+		return s
+	}
+}
+
+// The service becomes 4× slower on 16 cores, and the gate's probe measured
+// its new floor (20ms; 800/s, so the knee is 16): the limit neither
+// collapses (never under the saturating limit) nor stays high.
+func TestSlowerServiceHeldByTheGatesFloor(t *testing.T) {
 	d := newDriver(WithInitialLimit(64))
-	d.step(idle(5*ms, 5))
-	for range 50 {
-		d.step(overloaded(20 * ms)) // the service itself got 4× slower
+	d.step(seen(idle(5*ms, 5), 5*ms, 0))
+	ps := func(l int) adaptive.Sample {
+		return win(l, l, 100, time.Duration(float64(20*ms)*max(1, float64(l)/16)), 100, 0)
 	}
-	if d.limit < 8 {
-		t.Fatalf("limit collapsed to %d although less concurrency did not help", d.limit)
+	w := seen(ps, 20*ms, 800)
+	sat := w(16).SaturatingLimit()
+	for i := range 50 {
+		if l := d.step(w); l < sat {
+			t.Fatalf("window %d: limit %d under the saturating limit %d", i, l, sat)
+		}
 	}
-	if nl := d.v.NoLoadRTT(); nl < 15*ms || nl > 20*ms {
-		t.Fatalf("no-load RTT %v, want it re-learnt near 20ms", nl)
+	if d.limit > 30 {
+		t.Fatalf("limit %d: want it near the knee plus the queue between alpha and beta", d.limit)
+	}
+	if nl := d.v.NoLoadRTT(); nl != 20*ms {
+		t.Fatalf("no-load RTT %v, want the gate's floor 20ms", nl)
 	}
 }
 
@@ -202,63 +223,6 @@ func TestHeadroomOverPeaks(t *testing.T) {
 	}
 }
 
-// Once the service is known to be slower (the knee is set), a calm spell at
-// the knee's RTT grows the limit one step at a time: no slow start, no jump
-// by beta, which would overshoot and breach the bound the next window.
-func TestNoJumpsAtTheKnee(t *testing.T) {
-	d := newDriver(WithInitialLimit(64), WithMaxRTT(8*ms))
-	d.step(idle(5*ms, 5))
-	for range 30 {
-		d.step(overloaded(16 * ms)) // the service itself got slower than the bound
-	}
-	if d.v.knee == 0 {
-		t.Fatal("knee not learnt")
-	}
-	// Windows at the no-load RTT (learnt while the service was slow): no
-	// queue, the gate full.
-	noJumps(t, d, overloaded(time.Duration(d.v.noload)), 40, 2)
-}
-
-// noJumps steps d through n windows w and fails if the limit ever rises
-// by more than max(least, a tenth) over the highest so far — not the last
-// one: a probe below the knee (see holdKnee) returns to the limit it left,
-// which is no jump.
-func noJumps(t *testing.T, d *driver, w func(int) adaptive.Sample, n, least int) {
-	t.Helper()
-	prev := d.limit
-	for i := range n {
-		got := d.step(w)
-		if got > prev+max(least, prev/10) {
-			t.Fatalf("window %d at the knee: limit jumped from %d to %d", i, prev, got)
-		}
-		prev = max(prev, got)
-	}
-}
-
-// A knee learnt while slow start is still armed (no window was ever over
-// the bound by the relief, so nothing disarmed it) ends slow start: at the
-// knee's RTT the queue estimate reads empty, and doubling would overshoot.
-func TestNoSlowStartOnceTheKneeIsSet(t *testing.T) {
-	d := newDriver(WithInitialLimit(20), WithMaxRTT(8*ms))
-	for range 5 {
-		d.step(idle(7900*time.Microsecond, 5)) // no-load RTT just under the bound
-	}
-	// Nobody refused, so the bound is loosened (relief 1.4): a full window
-	// at 8.5ms is over WithMaxRTT but grows by alpha, and slow start stays
-	// armed.
-	slow := func(l int) adaptive.Sample { return win(l, l, 100, 8500*time.Microsecond, 0, 0) }
-	d.step(slow)
-	if !d.v.slowStart {
-		t.Fatal("slow start disarmed before the knee: the trace no longer tests the rule")
-	}
-	// Half as many in flight, the same RTT: the service got slower.
-	d.step(func(l int) adaptive.Sample { return win(l, l/2, 100, 8500*time.Microsecond, 0, 0) })
-	if d.v.knee == 0 {
-		t.Fatal("knee not learnt")
-	}
-	noJumps(t, d, slow, 10, 3)
-}
-
 // While hardly anyone is refused (a busy but healthy server near capacity),
 // one window with a queue spike over WithMaxRTT must not cut the limit: it
 // cut 55 to 29 at 0.93× capacity in the simulator's ramp (seed 3) and
@@ -289,7 +253,8 @@ func TestOneSlowWindowIsNotOverloadWhileFewAreRefused(t *testing.T) {
 // c cores), with, if noisy, the window-to-window noise of a hundred-odd
 // requests per window (uniform within ±15%, from a fixed seed); the gate
 // is full and callers are refused. The window RTT is the median, 0.69 of
-// the mean.
+// the mean. The gate reports its floor (the median and the mean at c) and
+// its knee, c.
 func psKnee(c int, own time.Duration, noisy bool) func(int) adaptive.Sample {
 	rng := rand.New(rand.NewPCG(1, 2))
 	return func(l int) adaptive.Sample {
@@ -300,168 +265,76 @@ func psKnee(c int, own time.Duration, noisy bool) func(int) adaptive.Sample {
 		mean := float64(own) * max(1, float64(l)/float64(c)) * f
 		n := int(float64(100*ms) / float64(own) * float64(min(l, c)))
 		return adaptive.Sample{Limit: l, MaxInFlight: l, Count: n, Rejected: 100,
-			RTT: time.Duration(0.69 * mean), AvgRTT: time.Duration(mean)}
+			RTT: time.Duration(0.69 * mean), AvgRTT: time.Duration(mean),
+			Floor: time.Duration(0.69 * float64(own)), FloorMean: own,
+			Throughput: float64(c) / own.Seconds(), Knee: float64(c)}
 	}
 }
 
-// kneeDriver is the simulator's vegas gate that learnt a 3.4ms median
-// no-load RTT and then saw the service slow down to psKnee(16, 10ms),
-// whose median (6.9ms) is over WithMaxRTT: the knee, learnt from a
-// noise-free spell, binds. It returns the noisy trace.
-func kneeDriver(t *testing.T) (*driver, func(int) adaptive.Sample) {
-	d := newDriver(append(Proportional(0.3, 0.6), WithInitialLimit(64), WithMaxRTT(6250*time.Microsecond))...)
-	for range 5 {
-		d.step(idle(3400*time.Microsecond, 20))
-	}
-	for w := psKnee(16, 10*ms, false); d.v.knee == 0; {
-		if d.step(w); d.v.seen > 100 {
-			t.Fatal("knee not learnt")
-		}
-	}
-	return d, psKnee(16, 10*ms, true)
-}
-
-// At the knee, window RTTs carry ±15% of noise: each slow window cut the
-// limit by knee/rtt and each fast one added one, and the limit ratcheted
-// down to a fraction of the knee (the simulator's capacity-drop lost 10%
-// of its goodput so). Held on the mean of many windows against probes of
-// the service's own RTT, it stays at the knee: 16 in flight, 17 at most
-// for the latency objective.
-func TestKneeHeldThroughNoise(t *testing.T) {
-	d, w := kneeDriver(t)
+// The simulator's vegas gate after the service slowed to psKnee(16, 10ms),
+// whose median (6.9ms) is over WithMaxRTT (6.25ms): the bound cannot be met
+// at any concurrency. With the floor the gate measured, the bound is the
+// floor, and through ±15% of window noise the limit holds near the knee:
+// never under the saturating limit, never far above.
+func TestHeldNearTheKneeThroughNoise(t *testing.T) {
+	d := newDriver(append(Proportional(0.2, 0.5), WithInitialLimit(64), WithMaxRTT(6250*time.Microsecond))...)
+	w := psKnee(16, 10*ms, true)
+	sat := w(16).SaturatingLimit()
 	sum, lo, hi := 0, 1<<30, 0
 	for i := range 300 {
 		l := d.step(w)
 		sum += l
-		if i >= 50 { // from wherever the knee was learnt: up to the knee
+		if i >= 20 {
 			lo, hi = min(lo, l), max(hi, l)
 		}
 	}
-	// Probes below the knee take it to 0.85·L for two windows.
-	if mean := float64(sum) / 300; mean < 14 || mean > 18.5 || lo < 11 || hi > 21 {
-		t.Fatalf("limit at the knee (16): mean %.1f, range %d…%d after 50 windows; want a mean in 14…18.5, and 11…21", mean, lo, hi)
-	}
-}
-
-// Held at the knee, the limit dips below it for two windows now and then
-// (at once after the knee is learnt): the second one measures the
-// service's own mean RTT, the reference of the hold, and the limit returns
-// to where it was.
-func TestKneeProbe(t *testing.T) {
-	d, _ := kneeDriver(t)
-	w := psKnee(16, 10*ms, false)
-	d.limit = 16 // as if the gate had it at the knee
-	var got []int
-	for range 8 {
-		got = append(got, d.step(w))
-	}
-	i := 0
-	for i < len(got) && got[i] > 13 {
-		i++
-	}
-	if i+2 >= len(got) || got[i] < 12 || got[i+1] != got[i] || got[i+2] < 16 {
-		t.Fatalf("limits %v from 16: want a probe at 0.85·L (13) for two windows, then back", got)
-	}
-	if own := time.Duration(d.v.own); own < 9900*time.Microsecond || own > 10100*time.Microsecond {
-		t.Fatalf("own RTT %v after the probe, want the service's 10ms", own)
+	if mean := float64(sum) / 300; mean < 16 || mean > 19 || lo < sat || hi > 22 {
+		t.Fatalf("limit at the knee (16): mean %.1f, range %d…%d after 20 windows; want a mean in 16…19, and %d…22", mean, lo, hi, sat)
 	}
 }
 
 // A dependency whose requests time out whatever the concurrency: half of
-// every window's requests are dropped, at any limit. Shrinking does not
-// reduce the drops, so they are not congestion: the limit must not be
-// halved window after window down to 1 (it fell from 256 to 1 within a
-// second in the simulator's dependency-spike, refusing two thirds of the
-// callers while the CPU idled).
+// every window's requests are dropped, at any limit, while the successes
+// run at the floor the gate measured. Those drops are not congestion (no
+// request queued): the limit must not be halved window after window down
+// to 1 (it fell from 256 to 1 within a second in the simulator's
+// dependency-spike, refusing two thirds of the callers while the CPU
+// idled). Without the gate's floor, the drops do count.
 func TestOwnDropsDoNotCollapseTheLimit(t *testing.T) {
+	half := func(l int) adaptive.Sample { return win(l, l, 100, 10*ms, 50, 100) }
 	d := newDriver(WithInitialLimit(200), WithMaxRTT(12*ms))
 	for range 5 {
-		d.step(idle(10*ms, 100))
+		d.step(seen(idle(10*ms, 100), 10*ms, 0))
 	}
-	half := func(l int) adaptive.Sample { return win(l, l, 100, 10*ms, 50, 100) }
 	var got []int
 	for range 60 {
-		got = append(got, d.step(half))
+		d.limit = min(d.step(seen(half, 10*ms, 10000)), 1000) // the gate's maximum
+		got = append(got, d.limit)
 	}
-	if low := slices.Min(got[20:]); low < 40 {
-		t.Fatalf("limit fell to %d with a constant 50%% drop share that shrinking does not change (limits %v)", low, got)
+	if low := slices.Min(got[20:]); low < 200 {
+		t.Fatalf("limit fell to %d with drops beside successes at the floor (limits %v)", low, got)
 	}
-}
-
-// clamped steps v as a gate with the given minimum limit would: the limit
-// Update returns, lifted to lo.
-func clamped(v *Vegas, limit, lo int, w func(int) adaptive.Sample) int {
-	return max(v.Update(w(limit)), lo)
-}
-
-// A cut for drops that comes during a probe below the knee must stay: the
-// probe's end used to return to the limit it left, undoing the cut (a limit
-// cut from 15 to 8 by a window with half its requests dropped came back to
-// 18 two windows later).
-func TestDropCutDuringAProbeStays(t *testing.T) {
-	for _, allDropped := range []bool{false, true} {
-		d, w := kneeDriver(t)
-		for i := 0; d.v.probe == 0; i++ {
-			if d.step(w); i > 200 {
-				t.Fatal("no probe at the knee")
-			}
-		}
-		base := d.v.probeBase
-		s := w(d.limit)
-		s.Dropped = s.Count
-		if allDropped {
-			s.Count, s.RTT, s.AvgRTT = 0, 0, 0
-		}
-		cut := d.step(func(int) adaptive.Sample { return s })
-		got := []int{cut}
-		for range 2 {
-			got = append(got, d.step(w))
-		}
-		if slices.Max(got[1:]) >= int(base) {
-			t.Fatalf("all dropped %v: probe from %.1f, cut to %d by drops, then %v: the probe's end undid the cut", allDropped, base, cut, got[1:])
-		}
+	d = newDriver(WithInitialLimit(200), WithMaxRTT(12*ms))
+	d.step(idle(10*ms, 100))
+	if l := d.step(half); l >= 200 {
+		t.Fatalf("limit %d: without the gate's floor half the requests dropped must cut it", l)
 	}
 }
 
-// With a gate minimum above the probe's depth the gate lifts the probe's
-// limit; the probe must go on at that minimum. Dropping it left the
-// service's own RTT unmeasured, and without it the limit never moved off
-// the minimum.
-func TestProbeLiftedByTheGatesMinimum(t *testing.T) {
-	d, w := kneeDriver(t)
-	const lo = 15
-	limit := max(d.limit, lo)
-	var got []int
-	for range 300 {
-		limit = clamped(d.v, limit, lo, w)
-		got = append(got, limit)
+// A window of the gate's probe (Sample.Probing) moves nothing and teaches
+// nothing: the limit the gate returns to afterwards is followed from where
+// Vegas had it.
+func TestProbeWindowsAreIgnored(t *testing.T) {
+	d := newDriver(WithInitialLimit(40))
+	d.step(seen(idle(5*ms, 30), 5*ms, 0))
+	before, nl := d.limit, d.v.NoLoadRTT()
+	probe := seen(overloaded(50*ms), 20*ms, 100)
+	for range 5 {
+		if got := d.v.Update(func() adaptive.Sample { s := probe(5); s.Probing = true; return s }()); got != before {
+			t.Fatalf("a probe window moved the limit from %d to %d", before, got)
+		}
 	}
-	if d.v.own == 0 {
-		t.Fatalf("own RTT never measured with a gate minimum of %d (limits %v)", lo, got[:40])
-	}
-	if hi := slices.Max(got[100:]); hi <= lo {
-		t.Fatalf("limit held at the gate's minimum %d for good (limits %v)", lo, got[100:140])
-	}
-}
-
-// The gate's windows last from 100 ms to 1 s. At the knee the limit grows
-// while the throughput is well under the best seen; a long window is not
-// more throughput: counted per window, a 1 s window's count made every
-// 100 ms window look like a collapse, and the limit climbed past the knee.
-func TestKneeRateIsPerSecond(t *testing.T) {
-	d, w := kneeDriver(t)
-	var got []int
-	for i := range 300 {
-		l := d.step(func(l int) adaptive.Sample {
-			s := w(l)
-			if s.Window = 100 * time.Millisecond; i%5 == 0 {
-				s.Window, s.Count = time.Second, 10*s.Count
-			}
-			return s
-		})
-		got = append(got, l)
-	}
-	if hi := slices.Max(got[50:]); hi > 21 {
-		t.Fatalf("limit reached %d at a knee of 16 with windows of 100 ms and 1 s at the same throughput (limits %v)", hi, got[50:100])
+	if d.v.NoLoadRTT() != nl {
+		t.Fatalf("a probe window moved the no-load RTT from %v to %v", nl, d.v.NoLoadRTT())
 	}
 }

@@ -1,0 +1,619 @@
+package adaptive
+
+import (
+	"math"
+	"time"
+)
+
+// FloorProber is an Algorithm that moves the limit on the service's floor
+// (Sample.Floor, Sample.Knee) and so wants the gate to measure it by probing
+// when no window shows it (see Sample.Probing). The gate probes only for an
+// algorithm whose ProbesFloor returns true; for the others (Fixed, AIMD) the
+// model is measured and reported all the same, but the limit is never moved
+// by the gate.
+type FloorProber interface {
+	Algorithm
+	ProbesFloor() bool
+}
+
+// The gate's model of the service. Once per window, from the goroutine that
+// closes it, the gate measures:
+//
+//   - the throughput X: what the service completes per second when the gate
+//     is saturated. Each saturated window's completion rate is smoothed over
+//     about rateMemory requests (a window at 200 completions per second holds
+//     only 20, whose count varies by ±22%), and X is the highest smoothed
+//     rate of the last rateWindows saturated windows: the filter of BBR's
+//     bottleneck bandwidth. A maximum, because a saturated window measures
+//     the throughput or less (less when the limit was below the knee), never
+//     more; over a few windows, so that a service that lost capacity is
+//     believed within a second. A full probe replaces it with what it
+//     measured.
+//
+//   - the floor F: the round-trip time at low concurrency, about what a
+//     request served alone takes, in the statistic of Sample.RTT (and as a
+//     mean, for Little's law). It is a sample-weighted mean over the latest
+//     floorMemory requests of the windows that show it: windows in which the
+//     gate was not saturated (no one refused, the peak in flight under the
+//     limit), and probes. An unsaturated window slower than F by more than
+//     its noise (band) is queueing and is left out; a faster one counts. A
+//     saturated window is never evidence that the floor rose: whatever the
+//     floor, its RTT is its concurrency over the throughput (Little's law).
+//     It lowers F only when it is faster than F by more than its noise (no
+//     RTT can be faster than the floor).
+//
+//     Not saturated is not the same as low concurrency: at 0.8 of the
+//     capacity of four cores, requests queue, and the floor those windows
+//     show reads high by a third. So a floor only windows have shown is
+//     unconfirmed, and weighs nothing against a probe; a probe confirms it.
+//
+//   - the knee K = X·F (with F the mean RTT): the concurrency at which the
+//     service is just saturated, by Little's law. Below it cores idle; above
+//     it requests queue. Sample.SaturatingLimit adds a little room to it.
+//
+// The probe. An algorithm that moves the limit on F (a FloorProber) needs F
+// to be right, and a saturated gate never shows it. So the gate probes, in a
+// window in which it is saturated, when
+//
+//   - it has no floor (a cold start into overload), or its floor is
+//     unconfirmed and the service is overloaded: probeLoad of the callers
+//     refused (smoothed over a few windows), or probeGap of continuous
+//     saturation; or
+//   - the service may have slowed: in two saturated windows in a row,
+//     cutting the concurrency did not make the RTT faster, or the mean RTT
+//     at the saturating limit was above what the model expects (see
+//     slowed);
+//
+// and not within probeGap of the end of the previous probe. A full probe
+// measures the throughput at the current limit (or the algorithm's new one,
+// if it is cutting) over probeSamples requests (the reference), then halves the limit and measures again, while the
+// throughput holds. A window that starts with more in flight than the
+// level drains (the requests admitted under the higher limit queued there),
+// unless they are at most drainShare of its completions. The first level
+// whose throughput is below the one above by more than probeFell and two
+// standard errors has crossed the knee: the service is no longer saturated
+// there, so its RTT, measured over probeSamples requests, is the floor. (So is the RTT at the gate's minimum
+// limit.) It replaces an unconfirmed floor, and a confirmed one when they
+// differ by more than its noise; otherwise it is averaged in. The
+// throughput the probe measured at the levels that kept it becomes X.
+//
+// The check. Every probeEvery of continuous saturation (BBR's ProbeRTT
+// interval), a confirmed floor is checked: the limit holds ⌈checkDepth·K⌉,
+// just under the knee, for probeSamples requests. An RTT there within the
+// noise of F confirms it (and is averaged in, or replaces it if faster); one
+// slower in its statistic and in its mean puts it in doubt, and a full probe
+// follows at once. Checks come
+// less often when they cost more than checkBudget of the throughput.
+//
+// During a probe or a check the algorithm is told (Sample.Probing) and its
+// proposals are not applied; afterwards the limit returns to where the
+// algorithm had it (its last proposal, or the window's limit if lower), or
+// to Sample.SaturatingLimit if that is higher.
+//
+// The cost. Neither ever runs while the gate is not saturated: there the
+// windows themselves show the floor. A full probe's reference holds the
+// algorithm's limit; then at most probeSteps levels follow, each of at most
+// probeDrains draining and probeWindows measuring windows. Every level but
+// the last kept the throughput (the test asks a fall beyond probeFell and
+// two standard errors): they cost no throughput, only the queueing they
+// removed. The last one is the only one below the knee, and, half of a
+// level that kept the throughput, it keeps at least half of it, for at most
+// probeDrains + probeWindows windows. A check keeps about checkDepth of the
+// throughput for as long, and checks are spaced to cost at most checkBudget.
+// With 100 ms windows and a few hundred completions in each, a full probe
+// costs one or two windows at half the throughput or better, and a check
+// one window at nine tenths.
+type model struct {
+	floor, floorMean float64 // ns; 0: no floor yet
+	floorW           float64 // requests behind the floor's average
+	confirmed        bool    // a probe measured the floor (else only unsaturated windows showed it)
+
+	rate     float64              // smoothed completion rate of saturated windows, per second
+	rates    [rateWindows]float64 // the smoothed rates of the last saturated windows
+	ratesN   int
+	thr      float64 // X, per second; 0: never saturated
+	satSince int64   // ns: since when the gate has been saturated without a break or a probe; −1: not saturated
+	refused  float64 // the share of callers refused, smoothed over about ten windows
+	hist     [slowLook]histPoint
+	histN    int
+	flat     bool // the last saturated window showed a cut that did not make the RTT faster
+	above    bool // the last saturated window's mean RTT was above what the model expects
+
+	probe      probe
+	probeEnd   int64 // ns: when the last probe ended; −1: none yet
+	checkEvery int64 // ns: the saturation between checks that keeps their cost within checkBudget
+	probeMinL  int64 // the gate's minimum limit
+	probeMaxL  int64 // the gate's maximum limit
+}
+
+// histPoint is a saturated window: the concurrency it held and its RTT.
+type histPoint struct {
+	held int
+	rtt  float64
+	n    int // its completions
+}
+
+// probe is the state of a probe under way.
+type probe struct {
+	on       bool
+	check    bool    // only check the floor at the knee (see checkOnly)
+	base     int64   // the limit to return to
+	level    int64   // the probe's limit now
+	step     int     // levels below the reference so far; 0: the reference
+	drains   int     // draining windows at this level
+	windows  int     // measuring windows at this level
+	cnt, dur float64 // successes and seconds measured at this level
+	done     float64 // completions (successes and drops)
+	rttSum   float64 // Σ Count·RTT of the measuring windows at this level
+	avgSum   float64 // Σ Count·AvgRTT
+	prevX    float64 // the throughput of the level above
+	prevN    float64 // the completions it was measured over
+	atKnee   bool    // the knee is crossed: measuring the floor at this level
+	maxX     float64 // the highest throughput of the levels that kept it
+}
+
+// The tuned numbers of the model and the probe, in one table.
+const (
+	// floorMemory: the floor is a mean over about this many requests: the
+	// mean of n exponential times varies by ±1/√n, their median by
+	// ±1.44/√n, so it is known to ±2.5–3% — enough for a check not to take
+	// its own noise for a slower service. A faster service is followed
+	// sooner: a measurement at low concurrency clearly faster than the
+	// floor replaces it.
+	floorMemory = 2000
+	// floorNoise and floorBand: a window's RTT within F·(1 + max(floorBand,
+	// floorNoise/√n)) is the floor's noise: 2.5 standard errors of the
+	// median of n exponential times (1.44/√n; the mean's is 1/√n), never
+	// less than a fifth, for tails heavier than the exponential's. Beyond
+	// it, queueing.
+	floorNoise = 3.6
+	floorBand  = 0.2
+	// floorDrops: a window with more dropped requests than this share is
+	// no evidence of the floor: its successes may be fast because the slow
+	// ones were dropped.
+	floorDrops = 0.01
+	// rateMemory: the smoothed saturated rate averages about this many
+	// completions (±3% for a Poisson count, so that the maximum of
+	// rateWindows of them reads only a few percent high), whatever the
+	// window length: a second at 500 completions per second.
+	rateMemory = 500
+	// rateWindows: X is the highest smoothed rate of the last rateWindows
+	// saturated windows (BBR's ten round trips; a second of default
+	// windows), so a service that lost capacity is believed within about
+	// a second of saturation. Windows, not time: a probe or a calm spell
+	// does not age the measurement.
+	rateWindows = 10
+	// kneeRoom and kneeWide: the requests beyond the knee that
+	// SaturatingLimit allows — kneeRoom below a knee of kneeWide, one from
+	// there on. At the knee itself the service idles whenever a slot frees
+	// and no caller happens to be there; the room bridges those gaps. With
+	// Poisson arrivals at twice what c cores take (M/M/c/c+q), q = 0 serves
+	// 67% on one core, 85% on four, 95% on sixteen; q = 1 serves 86%, 93%,
+	// 97.5%; q = 2 serves 93%, 97%, 99%. So two below eight cores' worth
+	// (one core: three would serve 97% but put its p99 at about ten
+	// service times), one above, where a second would only hold a queue.
+	kneeRoom = 2
+	kneeWide = 8
+	// checkDepth: a check holds the limit at this share of the knee:
+	// below it as long as X reads less than 11% high (it reads a few
+	// percent high), so that the RTT there is the floor and not a little
+	// queueing that would creep into it check after check. It costs about
+	// a tenth of the throughput for a window or two.
+	checkDepth = 0.9
+	// checkBudget: checks come less often than probeEvery when they cost
+	// more than this share of the throughput (on a few cores the knee is
+	// a handful of requests, and a check measures for longer).
+	checkBudget = 0.01
+	// probeEvery: the continuous saturation after which a confirmed floor
+	// is checked (BBR's ProbeRTT interval): a service that slowed while
+	// the gate was saturated shows it no other way when the algorithm
+	// does not cut the concurrency.
+	probeEvery = 10 * time.Second
+	// probeLoad: a floor that no probe has confirmed (learnt from windows
+	// in which the gate was not saturated, whose RTT may hold some
+	// queueing) is probed once the gate refuses this share of the callers
+	// (smoothed: refusedAlpha) — overload, where a wrong floor costs — or
+	// after probeGap of continuous saturation; not on the Poisson peaks of
+	// a busy server, which refuse a few.
+	probeLoad = 0.1
+	// refusedAlpha: the share of callers refused is smoothed with this
+	// weight per window (about ten windows, a second of default ones), so
+	// that a burst of a window or two does not read as overload.
+	refusedAlpha = 0.1
+	// probeGap: the least time between probes, so that evidence which keeps
+	// pointing at a slower service cannot keep the gate probing.
+	probeGap = 2 * time.Second
+	// probeSamples: each level of a probe is measured over at least this
+	// many completions (a rate to ±7%, and the differences of two such
+	// rates to ±10%), or probeWindows windows, whichever comes first.
+	probeSamples = 200
+	probeWindows = 8
+	// refWindows: a probe's reference (at the algorithm's limit) is
+	// measured over at most this many windows: where they hold few
+	// completions the test of the levels below (two standard errors of
+	// the difference) accounts for it, and every window of the reference
+	// holds the algorithm's limit, whatever it proposes.
+	refWindows = 3
+	// probeDecide: a level's throughput is judged early (before
+	// probeSamples) only over at least this many completions: over a dozen
+	// the count is too far from normal for two standard errors to mean
+	// much (a dozen where 20 were due, against a reference 1.4σ high, read
+	// as the knee on one core and made three times the floor the floor).
+	probeDecide = 50
+	// probeFell: a level whose throughput is this much below the level
+	// above (two standard errors of their difference) has crossed the
+	// knee: the service is no longer saturated, so its RTT is the floor.
+	probeFell = 0.2
+	// probeDrains: the most windows a level waits for the requests admitted
+	// under the higher limit to finish; a probe that waits longer gives up.
+	// drainShare: the first window after a cut (it starts with more in
+	// flight than the new limit) measures the level only when the requests
+	// in flight at its start, all admitted under the higher limit, are at
+	// most this share of its completions: their queueing then moves its
+	// mean by a few percent at most. Otherwise it drains, and the next
+	// window measures.
+	probeDrains = 3
+	drainShare  = 0.05
+	// probeSteps: the most halvings of one probe (1/256 of the limit).
+	probeSteps = 8
+	// slowLook, slowCut and slowFlat: the service may have slowed when a
+	// saturated window held at most slowCut of the concurrency of one of
+	// the slowLook saturated windows before it, with an RTT no faster than
+	// slowFlat of that window's: less concurrency no longer made it faster
+	// (queueing would have made it faster in proportion).
+	slowLook = 3
+	slowCut  = 0.75
+	slowFlat = 0.9
+)
+
+func newModel(minLimit, maxLimit int64) model {
+	return model{satSince: -1, probeEnd: -1, probeMinL: minLimit, probeMaxL: maxLimit}
+}
+
+// band is the relative noise of the mean RTT of n requests (see floorNoise).
+func band(n int) float64 {
+	return max(floorBand, floorNoise/math.Sqrt(float64(max(n, 1))))
+}
+
+// Saturated reports whether the gate was saturated in the window: someone
+// was refused, or the peak in flight reached the limit. An unsaturated
+// window's concurrency was chosen by the demand, not by the limit.
+func (s Sample) Saturated() bool { return s.Rejected > 0 || s.MaxInFlight >= s.Limit }
+
+// Rate is the window's completion rate: successful requests per second.
+func (s Sample) Rate() float64 {
+	if s.Window <= 0 {
+		return 0
+	}
+	return float64(s.Count) / s.Window.Seconds()
+}
+
+// SaturatingLimit is the least limit that keeps the service saturated: the
+// knee, rounded up, plus a little room (two requests below a knee of
+// eight, one above); 0 while the knee is unknown. At the knee
+// itself the service idles whenever a request ends and no caller happens to
+// be there to take its slot; a few requests beyond it bridge the gaps
+// between arrivals. Below it, a smaller limit no longer lowers the RTT (the
+// service runs at its floor), it only refuses work the service could do.
+func (s Sample) SaturatingLimit() int {
+	if s.Knee <= 0 {
+		return 0
+	}
+	room := 1
+	if s.Knee < kneeWide {
+		room = kneeRoom
+	}
+	return int(math.Ceil(s.Knee-1e-9)) + room
+}
+
+// dropsOK reports whether the window's drops are few enough for its RTT to
+// say something about the floor (see floorDrops).
+func dropsOK(s *Sample) bool {
+	return s.Count > 0 && float64(s.Dropped) <= floorDrops*float64(s.Count+s.Dropped)
+}
+
+// knee is X·F with F the mean floor: the concurrency at which the service is
+// just saturated (Little's law); 0 while either is unknown.
+func (m *model) knee() float64 { return m.thr * m.floorMean / 1e9 }
+
+// blend averages a window of n requests with representative RTT rtt and mean
+// RTT avg into the floor (see floorMemory).
+func (m *model) blend(rtt, avg float64, n int) {
+	if m.floor == 0 {
+		m.floor, m.floorMean, m.floorW = rtt, avg, float64(n)
+		return
+	}
+	m.floorW = min(m.floorW+float64(n), floorMemory)
+	w := float64(n) / m.floorW
+	m.floor += (rtt - m.floor) * w
+	m.floorMean += (avg - m.floorMean) * w
+}
+
+// measured takes a measurement of the floor at low concurrency (a probe's or
+// a check's) over n requests: it is averaged into a confirmed floor when it
+// agrees with it to within its noise, and replaces it otherwise (a floor no
+// probe confirmed may hold queueing: it weighs nothing against a
+// measurement under the knee).
+func (m *model) measured(rtt, avg, n float64) {
+	if d := math.Abs(rtt - m.floor); m.confirmed && d <= band(int(n))*m.floor {
+		m.blend(rtt, avg, int(n))
+		return
+	}
+	m.floor, m.floorMean, m.floorW, m.confirmed = rtt, avg, min(n, floorMemory), true
+}
+
+// observe learns from a window that is not part of a probe: the floor from
+// windows that show it, the throughput from saturated ones. It reports
+// whether the window showed the floor.
+func (m *model) observe(s *Sample, now int64) (shown bool) {
+	if all := s.Rejected + s.Count + s.Dropped; all > 0 {
+		m.refused += refusedAlpha * (float64(s.Rejected)/float64(all) - m.refused)
+	}
+	if !dropsOK(s) {
+		return false
+	}
+	rtt, avg := float64(s.RTT), float64(s.AvgRTT)
+	switch {
+	case !s.Saturated():
+		if m.floor == 0 || rtt <= m.floor*(1+band(s.Count)) {
+			m.blend(rtt, avg, s.Count)
+			return true
+		}
+	case m.floor > 0 && rtt < m.floor*(1-band(s.Count)):
+		// Saturated, yet faster than the floor: the floor is lower.
+		m.blend(rtt, avg, s.Count)
+		return true
+	}
+	if s.Saturated() {
+		m.noteRate(s)
+	}
+	return false
+}
+
+// noteRate smooths a saturated window's completion rate and keeps X (see
+// rateMemory and rateWindows).
+func (m *model) noteRate(s *Sample) {
+	x := s.Rate()
+	if x <= 0 {
+		return
+	}
+	if m.rate == 0 {
+		m.rate = x
+	}
+	m.rate += (x - m.rate) * min(1, float64(s.Count)/rateMemory)
+	m.addRate(m.rate)
+}
+
+// addRate records x as a point of X's filter (see rateWindows) and sets X.
+func (m *model) addRate(x float64) {
+	m.rates[m.ratesN%rateWindows] = x
+	m.ratesN++
+	m.thr = 0
+	for _, r := range m.rates[:min(m.ratesN, rateWindows)] {
+		m.thr = max(m.thr, r)
+	}
+}
+
+// slowed reports whether the windows say the service may have slowed, and
+// records the window if the gate was saturated. Two signs, each of which
+// must show in two saturated windows in a row, the second clear of the
+// requests of any higher limit (the RTT of a window right after a cut may
+// still be the old queue's: after a burst it falls a window later, after a
+// slowdown it does not):
+//
+//   - flat: against one of the last slowLook saturated windows, the
+//     concurrency held (Sample.Held) fell by a quarter (slowCut) without
+//     making the RTT 10% faster (slowFlat) or falling in proportion to
+//     within two standard errors;
+//   - above the model: the window held no more than the saturating limit
+//     S = ⌈K⌉ + kneeRoom, where the model expects a mean RTT of at most
+//     F·S/K (Little's law), and its mean RTT was above that by more than its
+//     noise. (A limit held at the saturating limit by the algorithm's guard
+//     shows no cut, only this.)
+//
+// Either way the RTT must also be above F by more than its noise.
+func (m *model) slowed(s *Sample) bool {
+	if !s.Saturated() || !dropsOK(s) {
+		return false
+	}
+	rtt, held := float64(s.RTT), float64(s.Held())
+	flat, above := false, false
+	if m.floor > 0 && rtt > m.floor*(1+band(s.Count)) {
+		for i := range min(m.histN, slowLook) {
+			h := m.hist[i]
+			// Queueing would make the RTT fall in proportion to the
+			// concurrency: it did not, by more than two standard errors
+			// of the ratio of two window means.
+			cut, ratio := held/float64(h.held), rtt/h.rtt
+			noise := 2 * math.Sqrt(1/float64(s.Count)+1/float64(h.n))
+			if cut <= slowCut && ratio >= max(slowFlat, cut+noise) {
+				flat = true
+			}
+		}
+		var k Sample
+		m.fill(&k)
+		if sat := float64(k.SaturatingLimit()); sat > 0 && held <= sat {
+			above = float64(s.AvgRTT) > m.floorMean*sat/k.Knee*(1+2*band(s.Count))
+		}
+	}
+	m.hist[m.histN%slowLook] = histPoint{held: s.Held(), rtt: rtt, n: s.Count}
+	m.histN++
+	clean := s.MaxInFlight <= s.Limit
+	slow := clean && ((flat && m.flat) || (above && m.above))
+	m.flat, m.above = flat, above
+	return slow
+}
+
+// The kinds of probe.
+const (
+	noProbe   = iota
+	fullProbe // halve down to the knee
+	checkOnly // hold the knee for one window
+)
+
+// want returns the probe to start after window s, if any (see model).
+func (m *model) want(s *Sample, now int64, slow bool) int {
+	switch {
+	case !s.Saturated() || !dropsOK(s):
+		return noProbe
+	case m.probeEnd >= 0 && now-m.probeEnd < int64(probeGap):
+		return noProbe
+	case slow || (!m.confirmed && (m.floor == 0 || m.refused >= probeLoad || (m.satSince >= 0 && now-m.satSince >= int64(probeGap)))):
+		return fullProbe
+	case m.satSince >= 0 && now-m.satSince >= max(int64(probeEvery), m.checkEvery):
+		return checkOnly
+	}
+	return noProbe
+}
+
+// start begins a probe of the given kind after window s, which triggered
+// it; base is the limit to return to. A full probe's reference is measured
+// at the window's limit, from that window on; a check holds ⌈knee⌉.
+func (m *model) start(s *Sample, base int64, kind int) int64 {
+	m.probe = probe{on: true, base: base, level: int64(s.Limit), check: kind == checkOnly}
+	m.hist, m.histN = [slowLook]histPoint{}, 0
+	if m.probe.check {
+		if k := int64(math.Ceil(checkDepth*m.knee() - 1e-9)); k < m.probe.level {
+			m.probe.level = max(k, m.probeMinL)
+		}
+	} else if base < int64(s.Limit) {
+		// The algorithm is cutting: the reference is its new limit, once
+		// drained, not the queue it is leaving.
+		m.probe.level = base
+	} else if s.MaxInFlight <= s.Limit {
+		m.probe.add(s) // the triggering window is the reference's first
+	}
+	return m.probe.level
+}
+
+// add counts a measuring window at the probe's level.
+func (p *probe) add(s *Sample) {
+	p.windows++
+	p.cnt += float64(s.Count)
+	p.done += float64(s.Count + s.Dropped)
+	p.dur += s.Window.Seconds()
+	p.rttSum += float64(s.Count) * float64(s.RTT)
+	p.avgSum += float64(s.Count) * float64(s.AvgRTT)
+}
+
+// stepProbe takes a window of the probe under way and returns the limit for
+// the next one (the probe's, or the one it returns to when it ends).
+func (m *model) stepProbe(s *Sample, now int64) int64 {
+	p := &m.probe
+	if (s.MaxInFlight > s.Limit && float64(s.MaxInFlight) > drainShare*float64(s.Count)) || s.Count == 0 {
+		// Requests admitted under the higher limit are still in flight (or
+		// the window says nothing): wait for them.
+		if p.drains++; p.drains > probeDrains {
+			return m.end(now, 0)
+		}
+		return p.level
+	}
+	if !s.Saturated() {
+		// The demand fell below the probe's limit: it cannot find the knee
+		// (the window itself, at low concurrency, shows the floor).
+		m.observe(s, now)
+		return m.end(now, 0)
+	}
+	p.add(s)
+	if p.check || p.atKnee {
+		return m.underKnee(s, now)
+	}
+	x := p.done / p.dur
+	enough := p.done >= probeSamples || p.windows >= probeWindows || (p.step == 0 && p.windows >= refWindows)
+	var fell bool
+	if p.step > 0 && p.done >= probeDecide {
+		// A sequential test: decide as soon as the throughput is clearly
+		// (two standard errors of the difference of two Poisson counts)
+		// above or below the mark. Undecided at probeSamples, it held: a
+		// fall taken for noise costs one more halving, but noise taken for
+		// a fall would stop above the knee and make its queueing the floor.
+		mark, z := (1-probeFell)*p.prevX, 2*math.Sqrt(1/p.done+1/p.prevN)
+		switch {
+		case x*(1+z) < mark:
+			fell, enough = true, true
+		case x*(1-z) >= mark:
+			enough = true
+		}
+	}
+	switch {
+	case !enough:
+		return p.level
+	case p.step == 0:
+		// The reference, at the algorithm's limit.
+	case fell || p.level <= m.probeMinL:
+		// The knee is crossed (or the limit cannot go lower): the RTT here
+		// is the floor, whatever it was believed to be.
+		p.atKnee = true
+		return m.underKnee(s, now)
+	case p.step >= probeSteps:
+		return m.end(now, 0)
+	}
+	p.prevX, p.prevN, p.maxX = x, p.done, max(p.maxX, x)
+	p.step++
+	p.level = max(m.probeMinL, p.level/2)
+	p.drains, p.windows, p.cnt, p.done, p.dur, p.rttSum, p.avgSum = 0, 0, 0, 0, 0, 0, 0
+	return p.level
+}
+
+// underKnee measures the floor at a level under the knee (a check's, or the
+// level at which a probe crossed it) over probeSamples requests, or
+// probeWindows windows, and then ends the probe: the measurement is averaged
+// into the floor, or replaces it if it differs by more than its noise. A
+// check that finds the RTT slower than the floor puts the floor in doubt: a
+// full probe follows at once.
+func (m *model) underKnee(s *Sample, now int64) int64 {
+	p := &m.probe
+	if p.cnt < probeSamples && p.windows < probeWindows {
+		return p.level
+	}
+	rtt, avg := p.rttSum/p.cnt, p.avgSum/p.cnt
+	if p.check {
+		// Slower in its statistic and in its mean: a slower service moves
+		// both, the noise of a few hundred requests seldom does.
+		b := 1 + band(int(p.cnt))
+		if !dropsOK(s) || (rtt > m.floor*b && avg > m.floorMean*b) {
+			m.confirmed = false
+			next := m.end(now, 0)
+			m.probeEnd = -1
+			return next
+		}
+		m.measured(rtt, avg, p.cnt)
+		// What the check cost: the throughput it lost while measuring.
+		lost := max(0, m.thr*p.dur-p.done) / max(m.thr, 1)
+		m.checkEvery = int64(lost / checkBudget * 1e9)
+		return m.end(now, 0)
+	}
+	m.measured(rtt, avg, p.cnt)
+	// What the probe measured at the levels that kept the throughput is
+	// the throughput now: the service may have changed (a probe runs when
+	// the floor is in doubt), and what was measured before may be another
+	// service's — fewer cores move the throughput, not the floor.
+	m.ratesN = 0
+	return m.end(now, p.maxX)
+}
+
+// end ends the probe and returns the limit to go back to: the algorithm's,
+// or Sample.SaturatingLimit if higher. x > 0 is a throughput the probe
+// measured at a level that kept it: a point of X's filter.
+func (m *model) end(now int64, x float64) int64 {
+	p := &m.probe
+	p.on = false
+	m.probeEnd = now
+	m.satSince = -1
+	if x > 0 {
+		m.addRate(x)
+	}
+	var s Sample
+	m.fill(&s)
+	next := max(p.base, int64(s.SaturatingLimit()))
+	return min(max(next, m.probeMinL), m.probeMaxL)
+}
+
+// fill copies the model into the sample the algorithm gets.
+func (m *model) fill(s *Sample) {
+	s.Floor = time.Duration(m.floor)
+	s.FloorMean = time.Duration(m.floorMean)
+	s.Throughput = m.thr
+	s.Knee = m.knee()
+	s.Probing = m.probe.on
+}

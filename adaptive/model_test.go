@@ -1,0 +1,469 @@
+package adaptive
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// prober is a FloorProber that proposes a fixed limit (or the gate's, when
+// propose is 0) and records the samples it was given.
+type prober struct {
+	initial, propose int
+	samples          []Sample
+}
+
+func (p *prober) InitialLimit() int { return p.initial }
+func (p *prober) ProbesFloor() bool { return true }
+func (p *prober) Update(s Sample) int {
+	p.samples = append(p.samples, s)
+	if p.propose > 0 {
+		return p.propose
+	}
+	return s.Limit
+}
+
+// server is an exact trace of a server of cores cores whose requests take
+// svc alone, seen through 100 ms windows: with n in flight the RTT is
+// svc·max(1, n/cores) (queueing past the cores) and the throughput n/RTT.
+// demand is the concurrency the callers would fill (0: unbounded); when the
+// limit is below it the gate is saturated and refuses some. The first
+// window after a cut still holds the requests admitted under the old limit.
+type server struct {
+	cores float64
+	svc   time.Duration
+	// demand: concurrency the callers would fill; 0 means unbounded.
+	demand float64
+	prev   int // the limit of the previous window
+}
+
+const (
+	ms     = time.Millisecond
+	win100 = 100 * ms
+)
+
+func (v *server) window(limit int) Sample {
+	held := float64(limit)
+	if v.demand > 0 {
+		held = min(held, v.demand)
+	}
+	rtt := time.Duration(float64(v.svc) * max(1, held/v.cores))
+	n := int(math.Round(held / rtt.Seconds() * win100.Seconds()))
+	s := Sample{Window: win100, Limit: limit, Count: n, RTT: rtt, AvgRTT: rtt, MinRTT: rtt, MaxRTT: rtt, MaxInFlight: int(held)}
+	if v.prev > limit {
+		s.MaxInFlight = v.prev // still draining the old limit's requests
+	}
+	if v.demand == 0 || v.demand > float64(limit) {
+		s.Rejected = n
+	}
+	v.prev = limit
+	return s
+}
+
+// run drives the gate l with windows of v for n windows from time *now,
+// exactly as maybeFlush would, and returns the limits the windows ran at.
+func run(l *Limiter, v *server, now *int64, n int) []int {
+	var out []int
+	for range n {
+		*now += int64(win100)
+		s := v.window(l.Limit())
+		out = append(out, s.Limit)
+		next := l.learn(&s, *now)
+		l.setLimit(min(max(next, l.minLim), l.maxLim))
+	}
+	return out
+}
+
+func newProbed(t *testing.T, alg Algorithm) *Limiter {
+	t.Helper()
+	return mustNew(t, alg, WithMaxLimit(1000))
+}
+
+func near(got, want time.Duration, tol float64) bool {
+	return math.Abs(float64(got-want)) <= tol*float64(want)
+}
+
+// The floor is seeded only from windows in which the gate was not
+// saturated: a saturated window's RTT is queueing.
+func TestFloorSeededOnlyFromUnsaturatedWindows(t *testing.T) {
+	alg := &scripted{initial: 20} // not a FloorProber: the gate never probes
+	l := mustNew(t, alg)
+	var now int64
+	v := &server{cores: 4, svc: 5 * ms}
+	run(l, v, &now, 20) // saturated at 20 in flight: RTT 25ms
+	if f := l.Floor(); f != 0 {
+		t.Fatalf("floor %v learnt from saturated windows", f)
+	}
+	if x := l.Throughput(); math.Abs(x-800) > 1 {
+		t.Fatalf("throughput %v, want the 4 cores' 800/s", x)
+	}
+	v.demand = 3 // the demand falls under the limit and the cores
+	run(l, v, &now, 5)
+	if f := l.Floor(); f != 5*ms {
+		t.Fatalf("floor %v after unsaturated windows at 5ms, want 5ms", f)
+	}
+	if got := alg.samples[len(alg.samples)-1]; got.Floor != 5*ms || got.Knee != 4 || got.Probing {
+		t.Fatalf("sample %+v: want the floor 5ms and the knee 800/s · 5ms = 4", got)
+	}
+}
+
+// An unsaturated window slower than the floor by more than its noise is
+// queueing: it does not raise the floor. A faster one lowers it.
+func TestFloorRisesOnlyWithinItsNoise(t *testing.T) {
+	l := mustNew(t, &scripted{initial: 100})
+	var now int64
+	v := &server{cores: 16, svc: 5 * ms, demand: 8}
+	run(l, v, &now, 5)
+	v.svc = 10 * ms // twice as slow, the gate still far from full
+	run(l, v, &now, 50)
+	if f := l.Floor(); f != 5*ms {
+		t.Fatalf("floor %v: raised by unsaturated windows twice as slow", f)
+	}
+	v.svc = 4 * ms
+	run(l, v, &now, 50)
+	if f := l.Floor(); !near(f, 4*ms, 0.01) {
+		t.Fatalf("floor %v after a faster service, want 4ms", f)
+	}
+}
+
+// Cold start into overload: no floor, the gate saturated from the first
+// window. The probe halves the limit from 20 while the throughput holds (the
+// RTT falls in proportion: queueing), and stops at the first level whose
+// throughput fell (2 < 4 cores): its RTT is the floor. Then the limit goes
+// back to the algorithm's.
+func TestProbeFindsTheFloorOnAColdStart(t *testing.T) {
+	alg := &prober{initial: 20, propose: 20}
+	l := newProbed(t, alg)
+	var now int64
+	v := &server{cores: 4, svc: 5 * ms}
+	got := run(l, v, &now, 18)
+	// Window 1 (20 in flight, 25ms, 80 completions) triggers the probe and
+	// starts the reference, which windows 2 and 3 complete (probeSamples).
+	// Then 10: one draining window, three measuring (800/s, the RTT halved
+	// to 12.5ms: queueing); 5: the same at 6.25ms; 2: one draining window;
+	// after one measuring window, 400/s is clearly below 800 — the knee is
+	// crossed — and four more measure its RTT, the floor, over
+	// probeSamples requests; then the limit returns to 20.
+	want := []int{20, 20, 20, 10, 10, 10, 10, 5, 5, 5, 5, 2, 2, 2, 2, 2, 2, 20}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("limits %v, want %v", got, want)
+		}
+	}
+	if f := l.Floor(); f != 5*ms {
+		t.Fatalf("floor %v, want 5ms", f)
+	}
+	if l.Limit() != 20 || l.Probing() {
+		t.Fatalf("limit %d (probing %v) after the probe, want the algorithm's 20", l.Limit(), l.Probing())
+	}
+	probing := 0
+	for _, s := range alg.samples {
+		if s.Probing {
+			probing++
+		}
+	}
+	if probing != 16 {
+		t.Fatalf("%d windows marked Probing, want the 16 after the first", probing)
+	}
+}
+
+// The probe's cost: one level below the knee (4 cores), for one draining
+// and at most probeWindows measuring windows; the levels above it keep the
+// throughput. A probe never starts while the gate is not saturated.
+func TestProbeCostIsBounded(t *testing.T) {
+	for _, cores := range []float64{1, 4, 16} {
+		alg := &prober{initial: 40, propose: 40}
+		l := newProbed(t, alg)
+		var now int64
+		v := &server{cores: cores, svc: 5 * ms}
+		got := run(l, v, &now, 100)
+		below, levels := 0, map[int]bool{}
+		for i, s := range alg.samples {
+			if s.Probing && float64(got[i]) < cores {
+				below++
+				levels[got[i]] = true
+			}
+		}
+		if len(levels) > 1 || below > probeDrains+probeWindows {
+			t.Errorf("%v cores: %d windows at %d levels below the knee (limits %v)", cores, below, len(levels), got)
+		}
+		if f := l.Floor(); f != 5*ms {
+			t.Errorf("%v cores: floor %v, want 5ms", cores, f)
+		}
+	}
+	// Unsaturated for a minute: never a probe, whatever the floor.
+	alg := &prober{initial: 40, propose: 40}
+	l := newProbed(t, alg)
+	var now int64
+	v := &server{cores: 4, svc: 5 * ms, demand: 30} // queueing, but the gate is not full
+	run(l, v, &now, 600)
+	for _, s := range alg.samples {
+		if s.Probing {
+			t.Fatal("probed while the gate was not saturated")
+		}
+	}
+}
+
+// While the gate stays saturated the floor is measured again at most every
+// probeEvery (and not more often): six probes in a minute, each of which
+// confirms the floor.
+func TestProbeEveryTenSecondsOfSaturation(t *testing.T) {
+	alg := &prober{initial: 20, propose: 20}
+	l := newProbed(t, alg)
+	var now int64
+	v := &server{cores: 4, svc: 5 * ms, demand: 3}
+	run(l, v, &now, 5) // the floor, 5ms
+	v.demand = 0
+	run(l, v, &now, 600)
+	probes := 0
+	for i, s := range alg.samples {
+		if s.Probing && !alg.samples[i-1].Probing {
+			probes++
+		}
+	}
+	if probes < 5 || probes > 6 {
+		t.Fatalf("%d probes in 60 s of saturation, want one per 10 s", probes)
+	}
+	if f := l.Floor(); f != 5*ms {
+		t.Fatalf("floor %v, want 5ms", f)
+	}
+}
+
+// The service gets twice as slow while the gate is saturated: saturated
+// windows never raise the floor, however slow. When cutting the concurrency
+// stops making the RTT faster, a probe measures the floor again and raises
+// it; the limit then returns to at least the knee the probe measured.
+func TestUpwardRevisionIsConfirmedByAProbe(t *testing.T) {
+	alg := &prober{initial: 80, propose: 80}
+	l := newProbed(t, alg)
+	var now int64
+	v := &server{cores: 16, svc: 5 * ms}
+	run(l, v, &now, 20) // a cold start: the probe measures the floor
+	if f := l.Floor(); f != 5*ms || l.Probing() {
+		t.Fatalf("floor %v (probing %v) after a cold start, want 5ms", f, l.Probing())
+	}
+	v.svc = 10 * ms
+	run(l, v, &now, 80) // 8 s at 80 in flight: 50ms
+	if f := l.Floor(); f != 5*ms {
+		t.Fatalf("floor %v raised by saturated windows", f)
+	}
+	// The algorithm cuts: the RTT falls in proportion (queueing) down to
+	// the 16 cores, then no more.
+	for _, p := range []int{48, 32, 16, 8} {
+		alg.propose = p
+		run(l, v, &now, 1)
+		if l.Probing() {
+			t.Fatalf("probe when cutting to %d: the RTT still fell in proportion", p)
+		}
+	}
+	// The windows at 8: 10ms, as at 16. The first still holds the
+	// requests admitted under 16; the second confirms it.
+	run(l, v, &now, 1)
+	if l.Probing() {
+		t.Fatal("probe on one window's evidence")
+	}
+	run(l, v, &now, 1)
+	if !l.Probing() {
+		t.Fatal("no probe although halving the concurrency left the RTT where it was")
+	}
+	got := run(l, v, &now, 20)
+	if f := l.Floor(); f != 10*ms {
+		t.Fatalf("floor %v after the probe, want 10ms (limits %v)", f, got)
+	}
+	// The floor moved: the service changed, and the throughput measured
+	// before (1600/s, at 80 in flight) is forgotten for the probe's own:
+	// its reference held 8, already under the knee, at 800/s. So the
+	// first window after the probe runs at 800/s · 10ms = 8, plus
+	// kneeRoom (the algorithm still says 8); then the algorithm decides.
+	for i := len(alg.samples) - len(got); i < len(alg.samples); i++ {
+		if s := alg.samples[i]; alg.samples[i-1].Probing && !s.Probing {
+			if s.Limit != 8+kneeRoom {
+				t.Fatalf("the first window after the probe ran at %d, want 8 + %d (limits %v)", s.Limit, kneeRoom, got)
+			}
+			return
+		}
+	}
+	t.Fatalf("the probe never ended (limits %v)", got)
+}
+
+// The operating point's lower end: the knee rounded up, plus kneeRoom below
+// a knee of kneeWide, one above.
+func TestSaturatingLimit(t *testing.T) {
+	for _, tt := range []struct {
+		knee float64
+		want int
+	}{{0, 0}, {0.4, 1 + kneeRoom}, {1, 1 + kneeRoom}, {4, 4 + kneeRoom}, {7.5, 8 + kneeRoom}, {8, 9}, {15.2, 17}} {
+		if got := (Sample{Knee: tt.knee}).SaturatingLimit(); got != tt.want {
+			t.Errorf("knee %v: SaturatingLimit %d, want %d", tt.knee, got, tt.want)
+		}
+	}
+}
+
+// The first windows of surges, recorded from the simulator (step-5x; 16
+// cores, 5ms of service, the window median; the floor 3.4ms from the calm
+// before). The limit is cut hard while the requests admitted under the old
+// one still run, and the RTT of the next windows is noisy: a window a
+// little slower than an earlier one with more in flight is not "less
+// concurrency stopped making it faster". Cutting did make the RTT faster —
+// queueing — so these windows must not start a probe.
+func TestCutLimitIsNotASlowerService(t *testing.T) {
+	w := func(limit, maxIn, n int, rtt time.Duration, rej int) Sample {
+		return Sample{Window: win100, Limit: limit, MaxInFlight: maxIn, Count: n, RTT: rtt, AvgRTT: rtt, Rejected: rej}
+	}
+	for name, surge := range map[string][]Sample{
+		"seed 3": {
+			w(33, 33, 181, 5111808, 395),
+			w(32, 32, 302, 7733248, 1319),
+			w(26, 31, 329, 5636096, 1273),
+			w(25, 25, 304, 5636096, 1328),
+			w(23, 24, 278, 4849664, 1361),
+			w(24, 24, 294, 5636096, 1324),
+			w(25, 25, 292, 5636096, 1280),
+		},
+		"seed 5": {
+			w(30, 30, 211, 3997696, 381),
+			w(45, 45, 301, 9699328, 1229),
+			w(34, 44, 273, 9175040, 1325),
+			w(26, 33, 295, 6160384, 1362),
+			w(24, 25, 279, 6422528, 1256),
+			w(21, 23, 287, 5111808, 1371),
+			w(21, 21, 253, 5636096, 1368),
+			w(22, 22, 276, 5111808, 1299),
+		},
+	} {
+		m := newModel(1, 1000)
+		m.floor, m.floorMean, m.floorW, m.confirmed = 3.4e6, 3.4e6, floorMemory, true
+		for i := range surge {
+			if m.slowed(&surge[i]) {
+				t.Errorf("%s, window %d of the surge: a cut limit read as a slower service", name, i)
+			}
+		}
+	}
+}
+
+// "Less concurrency, the same RTT" is read as a slower service only when it
+// is beyond the noise of the windows (over 20 requests each a window mean
+// varies by a fifth or more, over 400 by a twentieth), and in two windows
+// in a row.
+func TestSlowerServiceNeedsSignificance(t *testing.T) {
+	for _, tt := range []struct {
+		n    int
+		want bool
+	}{{20, false}, {400, true}} {
+		m := newModel(1, 1000)
+		m.floor, m.floorMean, m.floorW, m.confirmed = 4e6, 4e6, floorMemory, true
+		before := Sample{Window: win100, Limit: 8, MaxInFlight: 8, Count: tt.n, RTT: 10 * ms, AvgRTT: 10 * ms, Rejected: 1}
+		after := before
+		after.Limit, after.MaxInFlight = 6, 6
+		m.slowed(&before)
+		m.slowed(&after) // one window is not enough
+		if got := m.slowed(&after); got != tt.want {
+			t.Errorf("%d requests a window: slowed %v, want %v", tt.n, got, tt.want)
+		}
+	}
+}
+
+// A floor learnt while the gate was not saturated is unconfirmed: it may
+// hold queueing. A short burst of refusals does not probe it; overload
+// that lasts (a tenth of the callers refused, smoothed over about a
+// second) does.
+func TestUnconfirmedFloorProbedUnderOverloadOnly(t *testing.T) {
+	alg := &prober{initial: 20, propose: 20}
+	l := newProbed(t, alg)
+	var now int64
+	v := &server{cores: 16, svc: 5 * ms, demand: 10}
+	run(l, v, &now, 20)
+	if l.Floor() != 5*ms || l.mdl.confirmed {
+		t.Fatalf("floor %v (confirmed %v), want 5ms learnt unconfirmed from unsaturated windows", l.Floor(), l.mdl.confirmed)
+	}
+	v.demand = 0 // one window of overload
+	run(l, v, &now, 1)
+	v.demand = 10
+	run(l, v, &now, 20)
+	if l.mdl.probeEnd >= 0 || l.Probing() {
+		t.Fatal("a single window of refusals probed the floor")
+	}
+	v.demand = 0 // overload that lasts
+	got := run(l, v, &now, 10)
+	if !l.Probing() && l.mdl.probeEnd < 0 {
+		t.Fatalf("no probe after a second of overload (limits %v)", got)
+	}
+}
+
+// A check every probeEvery of saturation holds ⌈0.9·knee⌉; when the RTT
+// there is slower than the floor's noise in both its statistic and its
+// mean, the floor is in doubt and a full probe follows at once.
+func TestFailedCheckStartsAFullProbe(t *testing.T) {
+	alg := &prober{initial: 24, propose: 24}
+	l := newProbed(t, alg)
+	var now int64
+	v := &server{cores: 16, svc: 5 * ms}
+	run(l, v, &now, 30) // cold start: the floor probed, 5ms
+	if !l.mdl.confirmed || l.Floor() != 5*ms {
+		t.Fatalf("floor %v (confirmed %v) after the cold start", l.Floor(), l.mdl.confirmed)
+	}
+	// The service slows by half while the algorithm keeps 24 in flight:
+	// no cut, so nothing but the check can notice.
+	v.svc = 7500 * time.Microsecond
+	var levels []int
+	for range 120 {
+		levels = append(levels, run(l, v, &now, 1)...)
+		if l.mdl.probe.on && !l.mdl.probe.check {
+			break
+		}
+	}
+	if !l.mdl.probe.on || l.mdl.probe.check {
+		t.Fatalf("no full probe after the check (limits %v)", levels)
+	}
+	// The throughput is now 16/7.5ms = 2133/s: with the stale floor the
+	// knee reads 10.7, and the check held ⌈0.9·10.7⌉ = 10, where the RTT
+	// is the service's 7.5ms, not 5.
+	if last := levels[len(levels)-2]; last != 10 {
+		t.Fatalf("the check held %d, want ⌈0.9·10.7⌉ = 10 (limits %v)", last, levels[len(levels)-5:])
+	}
+	run(l, v, &now, 30)
+	if f := l.Floor(); !near(f, 7500*time.Microsecond, 0.01) {
+		t.Fatalf("floor %v after the full probe, want 7.5ms", f)
+	}
+}
+
+// "The service may have slowed" without any cut: the algorithm's guard
+// holds the saturating limit, and there the mean RTT is far above what the
+// model expects (F·S/K): twice the floor, in two clean windows in a row.
+func TestAboveTheModelIsASlowerService(t *testing.T) {
+	m := newModel(1, 1000)
+	m.floor, m.floorMean, m.floorW, m.confirmed = 5e6, 5e6, floorMemory, true
+	m.addRate(1600) // the knee 8, the saturating limit 9
+	w := Sample{Window: win100, Limit: 9, MaxInFlight: 9, Count: 300, RTT: 10 * ms, AvgRTT: 10 * ms, Rejected: 100}
+	if m.slowed(&w) {
+		t.Fatal("slowed on one window")
+	}
+	if !m.slowed(&w) {
+		t.Fatal("twice the floor at the saturating limit, twice: not read as a slower service")
+	}
+	// Within the model (9 in flight at 5.6ms: 9/1600/s): no.
+	m = newModel(1, 1000)
+	m.floor, m.floorMean, m.floorW, m.confirmed = 5e6, 5e6, floorMemory, true
+	m.addRate(1600)
+	w.RTT, w.AvgRTT = 5600*time.Microsecond, 5600*time.Microsecond
+	first := m.slowed(&w)
+	second := m.slowed(&w)
+	if first || second {
+		t.Fatal("an RTT the model expects read as a slower service")
+	}
+}
+
+// When the algorithm is cutting, a full probe measures its reference at
+// the algorithm's new limit (after draining), not in the queue it leaves.
+func TestProbeReferenceAtTheAlgorithmsCut(t *testing.T) {
+	alg := &prober{initial: 90, propose: 30}
+	l := newProbed(t, alg)
+	var now int64
+	v := &server{cores: 16, svc: 5 * ms}
+	got := run(l, v, &now, 4)
+	// Window 1 at 90 triggers the probe (no floor); the algorithm said 30:
+	// the next windows run at 30.
+	if got[0] != 90 || got[1] != 30 || got[2] != 30 {
+		t.Fatalf("limits %v, want 90 then the reference at the algorithm's 30", got)
+	}
+}
