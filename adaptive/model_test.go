@@ -2,6 +2,7 @@ package adaptive
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -465,5 +466,89 @@ func TestProbeReferenceAtTheAlgorithmsCut(t *testing.T) {
 	// the next windows run at 30.
 	if got[0] != 90 || got[1] != 30 || got[2] != 30 {
 		t.Fatalf("limits %v, want 90 then the reference at the algorithm's 30", got)
+	}
+}
+
+// On a cold start the queue's own timeouts do not keep the probe away: a
+// saturated window with drops and no floor yet starts it.
+func TestColdStartDropsDoNotBlockTheProbe(t *testing.T) {
+	alg := &prober{initial: 20, propose: 20}
+	l := newProbed(t, alg)
+	var now int64
+	v := &server{cores: 1, svc: 5 * ms}
+	s := v.window(l.Limit())
+	s.Dropped = s.Count / 10
+	now += int64(win100)
+	l.setLimit(l.learn(&s, now))
+	if !l.Probing() {
+		t.Fatalf("no probe after a saturated cold-start window with %d drops", s.Dropped)
+	}
+}
+
+// A check that finds the RTT a little above the floor, within its noise (a
+// soft knee: 8% of queueing just under it), confirms the floor and leaves it
+// as it is: averaged in, check after check would raise it (an upward
+// revision needs a full probe). A faster one is averaged in: here the
+// service speeds up to 4ms, the stale floor puts the check at 18 in flight,
+// past the 16 cores, where the RTT is 4.5ms, and the floor moves towards it.
+func TestCheckDoesNotRaiseTheFloor(t *testing.T) {
+	alg := &prober{initial: 24, propose: 24}
+	l := newProbed(t, alg)
+	var now int64
+	v := &server{cores: 16, svc: 5 * ms}
+	run(l, v, &now, 30) // cold start: the floor probed, 5ms
+	if !l.mdl.confirmed || l.Floor() != 5*ms {
+		t.Fatalf("floor %v (confirmed %v) after the cold start", l.Floor(), l.mdl.confirmed)
+	}
+	soft := func(n int) {
+		for range n {
+			now += int64(win100)
+			s := v.window(l.Limit())
+			if s.Limit < 16 { // just under the knee: 8% of queueing
+				s.RTT = s.RTT * 108 / 100
+				s.AvgRTT = s.RTT
+			}
+			next := l.learn(&s, now)
+			l.setLimit(min(max(next, l.minLim), l.maxLim))
+		}
+	}
+	soft(1200) // two minutes: about ten checks
+	if f := l.Floor(); f != 5*ms || !l.mdl.confirmed {
+		t.Fatalf("floor %v (confirmed %v) after checks 8%% above it, want 5ms kept", f, l.mdl.confirmed)
+	}
+	v.svc = 4 * ms // faster: the checks lower the floor
+	run(l, v, &now, 1200)
+	if f := l.Floor(); f > 4600*time.Microsecond {
+		t.Fatalf("floor %v after a faster service, want at most 4.6ms", f)
+	}
+}
+
+// Under lasting overload, an unconfirmed floor is checked first, at the
+// knee it implies, not probed by halving: a floor read high (queueing in
+// the unsaturated windows: 6.5ms for a 5ms service) puts the knee too high
+// (16 cores at 3200/s: 20.8), the check at ⌈0.9·20.8⌉ = 19 reads 5.9ms,
+// faster, and confirms and lowers the floor; the checks that follow keep
+// lowering it (each averaged in over its requests), and no level ever goes
+// under the 16 cores.
+func TestUnconfirmedFloorIsCheckedFirst(t *testing.T) {
+	alg := &prober{initial: 24, propose: 24}
+	l := newProbed(t, alg)
+	var now int64
+	v := &server{cores: 16, svc: 5 * ms, demand: 10}
+	run(l, v, &now, 20)
+	l.mdl.floor, l.mdl.floorMean = float64(6500*time.Microsecond), float64(6500*time.Microsecond) // read high
+	v.demand = 0
+	var levels []int
+	for range 400 {
+		levels = append(levels, run(l, v, &now, 1)...)
+		if l.mdl.probe.on && !l.mdl.probe.check {
+			t.Fatalf("a full probe (limits %v)", levels)
+		}
+	}
+	if f := l.Floor(); f > 5600*time.Microsecond || !l.mdl.confirmed {
+		t.Fatalf("floor %v (confirmed %v) after 40 s of checks, want it down from 6.5ms to 5.6ms or less", f, l.mdl.confirmed)
+	}
+	if m := slices.Min(levels); m < 16 {
+		t.Fatalf("a check went down to %d, under the 16 cores (limits %v)", m, levels)
 	}
 }
