@@ -278,3 +278,41 @@ func TestSchedulerLatencyArithmetic(t *testing.T) {
 		t.Fatalf("%d waits counted with none new", n)
 	}
 }
+
+// A queue under the front limit that has not drained (read under frontMin
+// per processor) for frontDrain refuses arrivals until a reading finds it drained: while
+// the run queue never empties, the runtime polls the network only every
+// ~10 ms, and requests wait unseen in their sockets.
+func TestFrontRefusesAQueueThatDoesNotDrain(t *testing.T) {
+	f := &fakeFront{}
+	g, c := newFrontGate(t, f)
+	try := func() bool {
+		c.Advance(frontInterval)
+		tok, ok := g.TryAcquire()
+		if ok {
+			tok.Success()
+		}
+		return ok
+	}
+	if !try() {
+		t.Fatal("refused with an empty queue")
+	}
+	drainedAt := int64(frontMin * runtime.GOMAXPROCS(0))
+	f.queue.Store(drainedAt) // short, under the front limit, but not drained
+	var admitted int
+	for range int(frontDrain / frontInterval) {
+		if try() {
+			admitted++
+		}
+	}
+	if admitted != int(frontDrain/frontInterval) {
+		t.Fatalf("admitted %d of %d within frontDrain of the last drained reading", admitted, frontDrain/frontInterval)
+	}
+	if try() {
+		t.Fatalf("admitted with a queue that has not drained for %v", frontDrain+frontInterval)
+	}
+	f.queue.Store(drainedAt - 1)
+	if !try() {
+		t.Fatal("refused after the queue drained")
+	}
+}
