@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -18,7 +19,8 @@ import (
 // (100ms by default; a second here, where the examples share a busy test
 // machine).
 func Example() {
-	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	// REDIS_ADDR is your Redis's address; unset, go-redis dials localhost:6379.
+	client := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer client.Close()
 	store, err := redisstore.New(client, redisstore.WithPrefix("example:"), redisstore.WithTimeout(time.Second))
 	if err != nil {
@@ -49,7 +51,7 @@ func Example() {
 // one round trip, all or nothing: a request the daily limit refused would
 // not spend the per-second one.
 func Example_multiPolicy() {
-	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	client := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer client.Close()
 	store, _ := redisstore.New(client, redisstore.WithPrefix("example-multi:"), redisstore.WithTimeout(time.Second))
 	perMinute, _ := ratelimit.New(ratelimit.TokenBucket, ratelimit.Limit{Rate: 3, Period: time.Minute}, ratelimit.WithStore(store))
@@ -93,7 +95,7 @@ func Example_failOpen() {
 // A per-key concurrency limit across processes: at most 2 requests of a
 // tenant in flight; a lease expires if its holder never releases it.
 func ExampleConcurrency() {
-	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	client := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer client.Close()
 	store, _ := redisstore.New(client, redisstore.WithPrefix("example-cc:"), redisstore.WithTimeout(time.Second))
 	cc, err := redisstore.NewConcurrency(store, 2, 30*time.Second)
@@ -122,7 +124,7 @@ func ExampleConcurrency() {
 // every key of a tenant the tenant's tag. Here a key is "ip|tenant" or
 // "tenant".
 func ExampleWithHashTag() {
-	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	client := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer client.Close()
 	store, err := redisstore.New(client, redisstore.WithPrefix("example-tag:"), redisstore.WithTimeout(time.Second),
 		redisstore.WithHashTag(func(key string) string {
