@@ -47,7 +47,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	ip, err := interceptors.NewClientIP(interceptors.TrustProxies("10.0.0.0/8"))
+	ip, err := interceptors.NewClientIP(interceptors.WithIPTrustedProxies("10.0.0.0/8"))
 	if err != nil {
 		panic(err)
 	}
@@ -115,7 +115,7 @@ func ExampleRateLimitMiddleware() {
 	clk := srvExampleClock()
 	perIP, _ := ratelimit.New(ratelimit.FixedWindow, ratelimit.Limit{Rate: 100, Period: time.Minute}, ratelimit.WithClock(clk))
 	perKey, _ := ratelimit.New(ratelimit.TokenBucket, ratelimit.Limit{Rate: 1, Period: 10 * time.Second, Burst: 2}, ratelimit.WithClock(clk))
-	ip, err := interceptors.NewClientIP(interceptors.TrustProxies("10.0.0.0/8"))
+	ip, err := interceptors.NewClientIP(interceptors.WithIPTrustedProxies("10.0.0.0/8"))
 	if err != nil {
 		panic(err)
 	}
@@ -197,7 +197,7 @@ func ExampleShedMiddleware() {
 	gate, _ := adaptive.New(adaptive.Fixed(4))
 	shedder, _ := shed.New(gate, shed.WithReserve(0.25))
 	mw, err := interceptors.ShedMiddleware(shedder, interceptors.WithHTTPUser(func(r *http.Request) uint64 {
-		return interceptors.UserHash(r.Header.Get("X-User"))
+		return shed.UserHash(r.Header.Get("X-User"))
 	}))
 	if err != nil {
 		panic(err)
@@ -343,7 +343,7 @@ func ExampleShedInterceptors() {
 // the right, skipping trusted hops, and only when the direct peer is one of
 // them. IPv6 clients are keyed by their /64.
 func ExampleNewClientIP() {
-	ip, err := interceptors.NewClientIP(interceptors.TrustProxies("10.0.0.0/8"))
+	ip, err := interceptors.NewClientIP(interceptors.WithIPTrustedProxies("10.0.0.0/8"))
 	if err != nil {
 		panic(err)
 	}

@@ -87,7 +87,7 @@ func (c *srvConfig) srvShedRetry(dec shed.Decision) time.Duration {
 
 // seededUniform returns a source of uniform numbers in [0, 1) seeded with
 // seed and safe for concurrent use. Both halves draw their jitter from a
-// func() float64 field named uniform: the client's is seededUniform(ClientSeed),
+// func() float64 field named uniform: the client's is seededUniform(WithClientSeed),
 // the server's math/rand/v2's Float64 unless WithJitterSource replaces it.
 func seededUniform(seed uint64) func() float64 {
 	var mu sync.Mutex

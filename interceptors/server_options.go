@@ -245,7 +245,7 @@ func WithHTTPPriority(f func(r *http.Request) shed.Priority) ServerOption {
 }
 
 // WithGRPCUser sets how the shedder interceptors identify an RPC's user,
-// so that a shed user is shed consistently (see shed.Shedder; UserHash turns
+// so that a shed user is shed consistently (see shed.Shedder; shed.UserHash turns
 // an id into the number). By default every RPC is a user of its own, drawn
 // at random: a shed priority is then refused in fractions, never all at
 // once, but a user's calls are not shed together. gRPC shedder
@@ -273,17 +273,8 @@ func WithHTTPUser(f func(r *http.Request) uint64) ServerOption {
 	}}
 }
 
-// UserHash maps a user id to the number the shedder draws cohorts from
-// (64-bit FNV-1a). Equal ids give equal numbers in every process.
-func UserHash(id string) uint64 {
-	const (
-		offset = 14695981039346656037
-		prime  = 1099511628211
-	)
-	h := uint64(offset)
-	for i := 0; i < len(id); i++ {
-		h ^= uint64(id[i])
-		h *= prime
-	}
-	return h
-}
+// UserHash maps a user id to the number the shedder draws cohorts from;
+// it is shed.UserHash, kept here for the code that found it here.
+//
+// Deprecated: use shed.UserHash, which needs no gRPC import.
+func UserHash(id string) uint64 { return shed.UserHash(id) }

@@ -53,3 +53,25 @@ func ExampleSchedulerLatency() {
 	fmt.Println(err == nil, s.Cutoff() == shed.Levels())
 	// Output: true true
 }
+
+// A user id hashed once per request gives the shedder the user's cohort:
+// when the shedder must refuse some sheddable work, it refuses whole users
+// (the same ones in every replica) rather than half of everyone's requests.
+func ExampleUserHash() {
+	gate, err := adaptive.New(adaptive.Fixed(10))
+	if err != nil {
+		panic(err)
+	}
+	shedder, err := shed.New(gate)
+	if err != nil {
+		panic(err)
+	}
+	user := shed.UserHash("account:4711")
+	fmt.Println(user == shed.UserHash("account:4711"))
+	tok, d := shedder.TryAcquire(shed.Sheddable, user)
+	fmt.Println(d.Admitted)
+	tok.Success()
+	// Output:
+	// true
+	// true
+}
