@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -164,6 +165,44 @@ func ExampleRateLimitMiddleware() {
 	//   RateLimit: "per-ip";r=98;t=60, "per-key";r=0;t=10
 	//   Retry-After: 10
 	//   {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota exceeded","status":429,"detail":"The request exceeds the quota of the policies listed; retry after the time given.","violated-policies":["per-key"],"retry-after":10}
+}
+
+// The legacy X-RateLimit-* fields next to the IETF ones, for clients written
+// against GitHub's API or ulule/limiter: the tightest quota's limit, what it
+// has left, and when it can be counted on again (Unix seconds).
+func ExampleWithLegacyHeaders() {
+	clk := srvExampleClock() // 2026-01-02 03:04:00 UTC
+	perKey, err := ratelimit.New(ratelimit.TokenBucket, ratelimit.Limit{Rate: 1, Period: 10 * time.Second, Burst: 2}, ratelimit.WithClock(clk))
+	if err != nil {
+		panic(err)
+	}
+	apiKey, err := interceptors.APIKey("Authorization")
+	if err != nil {
+		panic(err)
+	}
+	limit, err := interceptors.RateLimitMiddleware([]interceptors.HTTPQuota{{Name: "per-key", Limiter: perKey, Key: apiKey}},
+		interceptors.WithLegacyHeaders(true), interceptors.WithClock(clk))
+	if err != nil {
+		panic(err)
+	}
+	h := limit(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "hello\n") }))
+	for range 3 {
+		req := httptest.NewRequest("GET", "/", nil)
+		req.Header.Set("Authorization", "Bearer s3cr3t")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		reset, err := strconv.ParseInt(rec.Header().Get("X-RateLimit-Reset"), 10, 64)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("%d limit=%s remaining=%s reset=%s (in %v)\n", rec.Code,
+			rec.Header().Get("X-RateLimit-Limit"), rec.Header().Get("X-RateLimit-Remaining"),
+			time.Unix(reset, 0).UTC().Format(time.TimeOnly), time.Unix(reset, 0).Sub(clk.Now()))
+	}
+	// Output:
+	// 200 limit=2 remaining=1 reset=03:04:10 (in 10s)
+	// 200 limit=2 remaining=0 reset=03:04:20 (in 20s)
+	// 429 limit=2 remaining=0 reset=03:04:10 (in 10s)
 }
 
 // The adaptive gate as middleware. Here the gate admits one request at a

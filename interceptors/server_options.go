@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -82,6 +83,8 @@ type srvConfig struct {
 	uniform         func() float64 // the jitter's source, see uniformSource
 	storeErrorRetry time.Duration
 	failOpen        bool
+	legacy          bool
+	clock           clock.Clock // the legacy Reset field's wall time
 	overloadRetry   time.Duration
 
 	grpcClassifier func(ctx context.Context, err error) Outcome
@@ -105,6 +108,7 @@ func srvBuild(scope srvScope, what string, opts []ServerOption) (*srvConfig, err
 		httpClassifier:  DefaultHTTPClassifier,
 		grpcPriority:    MetadataPriority,
 		httpPriority:    HeaderPriority,
+		clock:           clock.System(),
 	}
 	var errs []error
 	for _, o := range opts {
@@ -177,6 +181,35 @@ func WithStoreErrorRetry(d time.Duration) ServerOption {
 func WithFailOpen(on bool) ServerOption {
 	return ServerOption{"WithFailOpen", srvAnyTransport | srvRate, func(c *srvConfig) error {
 		c.failOpen = on
+		return nil
+	}}
+}
+
+// WithLegacyHeaders(true) adds the legacy rate-limit fields that clients
+// of GitHub's API, ulule/limiter or express-rate-limit read, next to the
+// IETF RateLimit and RateLimit-Policy fields: X-RateLimit-Limit,
+// X-RateLimit-Remaining and X-RateLimit-Reset (Unix seconds, rounded up),
+// for the tightest quota of the request — a refusing one, else the one with
+// the fewest units left. Like RateLimit, they are sent only when a quota's
+// decision read the caller's state (never invented while a store is down).
+// They cost a few allocations per response. Default false. HTTP rate-limit
+// middleware only.
+func WithLegacyHeaders(on bool) ServerOption {
+	return ServerOption{"WithLegacyHeaders", srvHTTP | srvRate, func(c *srvConfig) error {
+		c.legacy = on
+		return nil
+	}}
+}
+
+// WithClock sets the clock that dates X-RateLimit-Reset (WithLegacyHeaders;
+// default clock.System()): give it the clock of the route's limiters when
+// they run on a manual or coarse one. HTTP rate-limit middleware only.
+func WithClock(c clock.Clock) ServerOption {
+	return ServerOption{"WithClock", srvHTTP | srvRate, func(cfg *srvConfig) error {
+		if c == nil {
+			return errors.New("nil clock")
+		}
+		cfg.clock = c
 		return nil
 	}}
 }
