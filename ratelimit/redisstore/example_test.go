@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/redisstore"
 )
@@ -152,4 +153,38 @@ func ExampleWithHashTag() {
 	// 10.0.0.1 false
 	// 10.0.0.2 true
 	// 10.0.0.2 false
+}
+
+// callPrinter is a metrics.StoreObserver that prints what it hears;
+// metrics/prom and metrics/gometrics turn the same events into a latency
+// histogram and error and degraded-decision counters.
+type callPrinter struct{}
+
+func (callPrinter) StoreCall(op string, o metrics.StoreOutcome, _ time.Duration) {
+	fmt.Println("call:", op, o)
+}
+
+func (callPrinter) StoreDegraded(policy string, cause metrics.StoreOutcome, n int) {
+	fmt.Println("degraded:", policy, cause, n)
+}
+
+// The store reports each call to Redis, with its duration and outcome, and
+// each decision its failure policy made.
+func ExampleWithObserver() {
+	client := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
+	defer client.Close()
+	store, err := redisstore.New(client, redisstore.WithPrefix("example-observer:"), redisstore.WithTimeout(time.Second),
+		redisstore.WithObserver(callPrinter{}))
+	if err != nil {
+		panic(err)
+	}
+	lim, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 5, Period: time.Minute}, ratelimit.WithStore(store))
+	if err != nil {
+		panic(err)
+	}
+	if _, err := lim.Allow(context.Background(), "api-key:bob"); err != nil {
+		panic(err)
+	}
+	// Output:
+	// call: decide ok
 }
