@@ -167,6 +167,18 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	code = max(code, runSeedScenarios(stdout, stderr, seedScs, *seed, *seeds, *asJSON, true)) // seeds.go
 	if *out != "" {
 		rs := &runSet{args: append([]string{"sim"}, args...), seed: *seed, scs: scs, pols: pols, results: results, errs: errs}
+		if len(shScs) > 0 { // the shedders' runs join the report of their scenarios
+			rs.pols = append(slices.Clone(pols), shPols...)
+			rs.results, rs.errs = make([][]*sim.Result, len(scs)), make([][]error, len(scs))
+			for i, sc := range scs {
+				rs.results[i] = append(slices.Clone(results[i]), make([]*sim.Result, len(shPols))...)
+				rs.errs[i] = append(slices.Clone(errs[i]), make([]error, len(shPols))...)
+				if k := slices.IndexFunc(shScs, func(x sim.Scenario) bool { return x.Name == sc.Name }); k >= 0 {
+					copy(rs.results[i][len(pols):], shAll[0][k])
+					copy(rs.errs[i][len(pols):], shErrs[0][k])
+				}
+			}
+		}
 		if err := writeReport(*out, rs); err != nil {
 			fmt.Fprintln(stderr, "sluice sim:", err)
 			return 1
