@@ -270,8 +270,10 @@ func recommended(s sim.Scenario, pols []string) []string {
 // printExplained prints the run in three parts, each within 120 columns:
 // the recommended policy's verdict per scenario with the number that
 // decided it, every policy side by side, and a legend of the targets.
-func printExplained(w io.Writer, seed uint64, scs []sim.Scenario, polNames []string, res map[[2]string]*sim.Result, errs map[[2]string]error) int {
+func printExplained(out io.Writer, seed uint64, scs []sim.Scenario, polNames []string, res map[[2]string]*sim.Result, errs map[[2]string]error) int {
 	code := 0
+	w := &trimmed{w: out}
+	defer w.flush()
 	fmt.Fprintf(w, "The recommended policy on each scenario (seed %d):\n\n", seed)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "scenario\tpolicy\tverdict\tthe number that decided it")
@@ -348,6 +350,23 @@ func printExplained(w io.Writer, seed uint64, scs []sim.Scenario, polNames []str
 	fmt.Fprintln(w)
 	printLegend(w, scs, polNames)
 	return code
+}
+
+// trimmed writes what it is given with the spaces at the ends of lines
+// removed (tabwriter pads empty trailing cells), on flush.
+type trimmed struct {
+	w   io.Writer
+	buf strings.Builder
+}
+
+func (t *trimmed) Write(p []byte) (int, error) { return t.buf.Write(p) }
+
+func (t *trimmed) flush() {
+	lines := strings.Split(t.buf.String(), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " ")
+	}
+	io.WriteString(t.w, strings.Join(lines, "\n"))
 }
 
 // namesRun returns the policies of pols that ran on s.

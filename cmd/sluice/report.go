@@ -932,7 +932,7 @@ func ratePanel(s sim.Scenario, ss []series) *plot.Plot {
 	retries := s.Retry.Attempts > 1
 	title := "per second: goodput (solid, upwards), rejections (dotted, downwards), offered (grey), capacity available (dash-dot)"
 	if retries {
-		title = "per second: goodput (solid, up), rejections (dotted, down), attempts with retries (thin), capacity available (dash-dot)"
+		title = "per second: goodput (solid, up), rejections (dotted, down), attempts (thin), capacity available (dash-dot)"
 	}
 	capacity := capacityLine(ss[0].r)
 	var ceiling float64
