@@ -97,6 +97,9 @@ func (f figure) format(s sim.Scenario, slo float64, v float64) string {
 	case unitPoints:
 		return fmt.Sprintf("%+.1f points", 100*v)
 	case unitSLO:
+		if slo <= 0 { // not run: the SLO is the scenario's
+			return fmt.Sprintf("%g× SLO", v)
+		}
 		return msString(v * slo)
 	case unitIntervals:
 		iv := s.Interval
@@ -538,4 +541,21 @@ func printExplain(w io.Writer, s sim.Scenario, polNames []string, res map[[2]str
 	}
 	tw.Flush()
 	return code
+}
+
+// printTargets is `sluice sim -targets`: every scenario and its targets in
+// words, without running anything (latency targets as multiples of the
+// scenario's SLO).
+func printTargets(w io.Writer, scs []sim.Scenario) {
+	for i, s := range scs {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintln(w, wrapWords(s.Name+": "+s.Description, 120))
+		for _, t := range s.Targets {
+			f := figureOf(t.Metric)
+			line := wrapWords(fmt.Sprintf("%s %s: %s", f.short, bound(s, 0, t), f.long), 116)
+			fmt.Fprintln(w, "  "+strings.ReplaceAll(line, "\n", "\n    "))
+		}
+	}
 }

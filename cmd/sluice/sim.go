@@ -29,6 +29,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print JSON Lines, one object per scenario × policy")
 	out := fs.String("out", "", "also write report.md and a figure per scenario (SVG and PNG) into this directory")
 	explain := fs.String("explain", "", "run one scenario under every policy and print each of its targets in words against each policy")
+	targets := fs.Bool("targets", false, "print every scenario's targets in words and exit")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), simUsage); fs.PrintDefaults() }
 	for _, a := range args {
 		if a == "-h" || a == "-help" || a == "--help" {
@@ -46,6 +47,10 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	allSc, allPol := sim.Scenarios(), append(sim.BuiltinPolicies(), sim.ExtraPolicies()...)
+	if *targets {
+		printTargets(stdout, allSc)
+		return 0
+	}
 	if *list {
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "SCENARIO\tDESCRIPTION")
@@ -253,6 +258,7 @@ examples:
   sluice sim -seeds 5                          five seeds: pass counts, median and worst
   sluice sim -json | jq .goodput_ratio         machine-readable results, one object per run
   sluice sim -list                             the scenarios and policies
+  sluice sim -targets                          every scenario's targets in words
 
 flags:
 `
