@@ -203,8 +203,14 @@ func ExampleUnaryClientInterceptor() {
 
 	// One budget and one throttle for everything this client sends to the
 	// backend.
-	budget, _ := shed.NewBudget(0.1, 10)
-	throttle, _ := shed.NewThrottle()
+	budget, err := shed.NewBudget(0.1, 10)
+	if err != nil {
+		panic(err)
+	}
+	throttle, err := shed.NewThrottle()
+	if err != nil {
+		panic(err)
+	}
 	unary, err := interceptors.UnaryClientInterceptor(
 		interceptors.WithClientBudget(budget), interceptors.WithClientThrottle(throttle),
 		interceptors.WithClientWait(cliPrintWait))

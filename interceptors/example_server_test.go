@@ -114,8 +114,14 @@ func Example() {
 // Retry-After and a problem+json body.
 func ExampleRateLimitMiddleware() {
 	clk := srvExampleClock()
-	perIP, _ := ratelimit.New(ratelimit.FixedWindow, ratelimit.Limit{Rate: 100, Period: time.Minute}, ratelimit.WithClock(clk))
-	perKey, _ := ratelimit.New(ratelimit.TokenBucket, ratelimit.Limit{Rate: 1, Period: 10 * time.Second, Burst: 2}, ratelimit.WithClock(clk))
+	perIP, err := ratelimit.New(ratelimit.FixedWindow, ratelimit.Limit{Rate: 100, Period: time.Minute}, ratelimit.WithClock(clk))
+	if err != nil {
+		panic(err)
+	}
+	perKey, err := ratelimit.New(ratelimit.TokenBucket, ratelimit.Limit{Rate: 1, Period: 10 * time.Second, Burst: 2}, ratelimit.WithClock(clk))
+	if err != nil {
+		panic(err)
+	}
 	ip, err := interceptors.NewClientIP(interceptors.WithIPTrustedProxies("10.0.0.0/8"))
 	if err != nil {
 		panic(err)
@@ -208,7 +214,10 @@ func ExampleWithLegacyHeaders() {
 // The adaptive gate as middleware. Here the gate admits one request at a
 // time, and the handler makes a second request while it holds the slot.
 func ExampleGateMiddleware() {
-	gate, _ := adaptive.New(adaptive.Fixed(1))
+	gate, err := adaptive.New(adaptive.Fixed(1))
+	if err != nil {
+		panic(err)
+	}
 	mw, err := interceptors.GateMiddleware(gate, interceptors.WithOverloadRetry(2*time.Second))
 	if err != nil {
 		panic(err)
@@ -233,8 +242,14 @@ func ExampleGateMiddleware() {
 // critical traffic: with three of four slots taken, a sheddable request is
 // refused while a critical one still gets in.
 func ExampleShedMiddleware() {
-	gate, _ := adaptive.New(adaptive.Fixed(4))
-	shedder, _ := shed.New(gate, shed.WithReserve(0.25))
+	gate, err := adaptive.New(adaptive.Fixed(4))
+	if err != nil {
+		panic(err)
+	}
+	shedder, err := shed.New(gate, shed.WithReserve(0.25))
+	if err != nil {
+		panic(err)
+	}
 	mw, err := interceptors.ShedMiddleware(shedder, interceptors.WithHTTPUser(func(r *http.Request) uint64 {
 		return shed.UserHash(r.Header.Get("X-User"))
 	}))
@@ -273,7 +288,10 @@ func (srvHealth) Check(context.Context, *healthpb.HealthCheckRequest) (*healthpb
 // the adaptive gate. The refusal carries RetryInfo and the pushback trailer.
 func ExampleRateLimitInterceptors() {
 	clk := srvExampleClock()
-	lim, _ := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 2, Period: time.Second}, ratelimit.WithClock(clk))
+	lim, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 2, Period: time.Second}, ratelimit.WithClock(clk))
+	if err != nil {
+		panic(err)
+	}
 	tenant, err := interceptors.MetadataKey("tenant")
 	if err != nil {
 		panic(err)
@@ -282,7 +300,10 @@ func ExampleRateLimitInterceptors() {
 	if err != nil {
 		panic(err)
 	}
-	gate, _ := adaptive.New(adaptive.Fixed(100))
+	gate, err := adaptive.New(adaptive.Fixed(100))
+	if err != nil {
+		panic(err)
+	}
 	g, err := interceptors.GateInterceptors(gate)
 	if err != nil {
 		panic(err)
@@ -331,7 +352,10 @@ func ExampleRateLimitInterceptors() {
 // can be called directly: here the handler makes a second call while it
 // holds the gate's only slot.
 func ExampleGateInterceptors() {
-	gate, _ := adaptive.New(adaptive.Fixed(1))
+	gate, err := adaptive.New(adaptive.Fixed(1))
+	if err != nil {
+		panic(err)
+	}
 	g, err := interceptors.GateInterceptors(gate, interceptors.WithOverloadRetry(300*time.Millisecond))
 	if err != nil {
 		panic(err)
@@ -356,8 +380,14 @@ func ExampleGateInterceptors() {
 // The priority shedder as gRPC interceptors: the priority travels in the
 // sluice-priority metadata key (set by the client interceptors).
 func ExampleShedInterceptors() {
-	gate, _ := adaptive.New(adaptive.Fixed(2))
-	shedder, _ := shed.New(gate, shed.WithReserve(0.5))
+	gate, err := adaptive.New(adaptive.Fixed(2))
+	if err != nil {
+		panic(err)
+	}
+	shedder, err := shed.New(gate, shed.WithReserve(0.5))
+	if err != nil {
+		panic(err)
+	}
 	ic, err := interceptors.ShedInterceptors(shedder)
 	if err != nil {
 		panic(err)
@@ -411,7 +441,10 @@ func ExampleFirstHTTPKey() {
 		id, ok := ctx.Value(userKey{}).(string)
 		return id, ok
 	})
-	ip, _ := interceptors.NewClientIP()
+	ip, err := interceptors.NewClientIP()
+	if err != nil {
+		panic(err)
+	}
 	key, err := interceptors.FirstHTTPKey(user, ip.HTTPKey)
 	if err != nil {
 		panic(err)

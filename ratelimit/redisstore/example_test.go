@@ -54,9 +54,18 @@ func Example() {
 func Example_multiPolicy() {
 	client := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer client.Close()
-	store, _ := redisstore.New(client, redisstore.WithPrefix("example-multi:"), redisstore.WithTimeout(time.Second))
-	perMinute, _ := ratelimit.New(ratelimit.TokenBucket, ratelimit.Limit{Rate: 3, Period: time.Minute}, ratelimit.WithStore(store))
-	perDay, _ := ratelimit.New(ratelimit.FixedWindow, ratelimit.Limit{Rate: 1000, Period: 24 * time.Hour}, ratelimit.WithStore(store))
+	store, err := redisstore.New(client, redisstore.WithPrefix("example-multi:"), redisstore.WithTimeout(time.Second))
+	if err != nil {
+		panic(err)
+	}
+	perMinute, err := ratelimit.New(ratelimit.TokenBucket, ratelimit.Limit{Rate: 3, Period: time.Minute}, ratelimit.WithStore(store))
+	if err != nil {
+		panic(err)
+	}
+	perDay, err := ratelimit.New(ratelimit.FixedWindow, ratelimit.Limit{Rate: 1000, Period: 24 * time.Hour}, ratelimit.WithStore(store))
+	if err != nil {
+		panic(err)
+	}
 	both, err := ratelimit.All(perMinute, perDay)
 	if err != nil {
 		panic(err)
@@ -82,8 +91,14 @@ func Example_multiPolicy() {
 func Example_failOpen() {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true}) // nothing listens there
 	defer client.Close()
-	store, _ := redisstore.New(client, redisstore.WithFailurePolicy(redisstore.FailOpen))
-	lim, _ := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 5, Period: time.Second}, ratelimit.WithStore(store))
+	store, err := redisstore.New(client, redisstore.WithFailurePolicy(redisstore.FailOpen))
+	if err != nil {
+		panic(err)
+	}
+	lim, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 5, Period: time.Second}, ratelimit.WithStore(store))
+	if err != nil {
+		panic(err)
+	}
 	res, err := lim.Allow(context.Background(), "k")
 	if err != nil || !res.Allowed { // the usual idiom: it does not defeat FailOpen
 		fmt.Println("refused")
@@ -98,7 +113,10 @@ func Example_failOpen() {
 func ExampleConcurrency() {
 	client := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer client.Close()
-	store, _ := redisstore.New(client, redisstore.WithPrefix("example-cc:"), redisstore.WithTimeout(time.Second))
+	store, err := redisstore.New(client, redisstore.WithPrefix("example-cc:"), redisstore.WithTimeout(time.Second))
+	if err != nil {
+		panic(err)
+	}
 	cc, err := redisstore.NewConcurrency(store, 2, 30*time.Second)
 	if err != nil {
 		panic(err)
@@ -137,9 +155,18 @@ func ExampleWithHashTag() {
 	if err != nil {
 		panic(err)
 	}
-	perIP, _ := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 2, Period: time.Minute}, ratelimit.WithStore(store))
-	perTenant, _ := ratelimit.New(ratelimit.TokenBucket, ratelimit.Limit{Rate: 3, Period: time.Minute}, ratelimit.WithStore(store))
-	tiers, _ := ratelimit.All(perIP, perTenant)
+	perIP, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 2, Period: time.Minute}, ratelimit.WithStore(store))
+	if err != nil {
+		panic(err)
+	}
+	perTenant, err := ratelimit.New(ratelimit.TokenBucket, ratelimit.Limit{Rate: 3, Period: time.Minute}, ratelimit.WithStore(store))
+	if err != nil {
+		panic(err)
+	}
+	tiers, err := ratelimit.All(perIP, perTenant)
+	if err != nil {
+		panic(err)
+	}
 	for _, ip := range []string{"10.0.0.1", "10.0.0.1", "10.0.0.1", "10.0.0.2", "10.0.0.2"} {
 		res, err := tiers.Allow(context.Background(), ip+"|acme", "acme")
 		if err != nil {
