@@ -72,73 +72,73 @@ const (
 	cliMaxAttemptsLimit   = 100
 )
 
-// ClientThrottle sets the adaptive client throttle (shed.Throttle) that
+// WithClientThrottle sets the adaptive client throttle (shed.Throttle) that
 // refuses requests locally once the server refuses most of them. Share one
 // Throttle between the clients of one backend. The default is a
-// shed.NewThrottle with its defaults (seeded by ClientSeed if given); nil
+// shed.NewThrottle with its defaults (seeded by WithClientSeed if given); nil
 // turns local throttling off.
-func ClientThrottle(t *shed.Throttle) ClientOption {
+func WithClientThrottle(t *shed.Throttle) ClientOption {
 	return func(c *cliConfig) { c.throttle, c.throttleSet = t, true }
 }
 
-// ClientBudget sets the retry budget (shed.Budget): a retry is made only if
+// WithClientBudget sets the retry budget (shed.Budget): a retry is made only if
 // the budget has one. The default is shed.NewBudget(0.1, 10), started full:
 // retries are at most a tenth of requests, plus at most 10 saved up. (A
 // budget from shed.NewBudget starts empty: it earns its first retry after
 // 1/ratio requests.) Share one Budget between the clients of one backend.
 // nil is an error: an unbudgeted retrying client is how a retry storm
 // starts.
-func ClientBudget(b *shed.Budget) ClientOption {
+func WithClientBudget(b *shed.Budget) ClientOption {
 	return func(c *cliConfig) { c.budget, c.budgetSet = b, true }
 }
 
-// ClientBackoff sets the backoff between attempts: retry k waits
+// WithClientBackoff sets the backoff between attempts: retry k waits
 // U(0, min(Max, Base·2^(k−1))), and never less than the server's retry time
 // (see shed.Backoff). Default Base 100ms, Max 10s; Base must be positive and
 // Max at least Base.
-func ClientBackoff(b shed.Backoff) ClientOption {
+func WithClientBackoff(b shed.Backoff) ClientOption {
 	return func(c *cliConfig) { c.backoff = b }
 }
 
-// ClientMaxAttempts sets the most attempts per request or call, the first
+// WithClientMaxAttempts sets the most attempts per request or call, the first
 // included (default 3; 1 turns retries off; at most 100).
-func ClientMaxAttempts(n int) ClientOption {
+func WithClientMaxAttempts(n int) ClientOption {
 	return func(c *cliConfig) { c.maxAttempts = n }
 }
 
-// ClientMaxDelay sets the longest wait before a retry (default 30s; at least
+// WithClientMaxDelay sets the longest wait before a retry (default 30s; at least
 // the backoff's Max). When the server asks for a longer wait, its refusal is
 // returned at once instead.
-func ClientMaxDelay(d time.Duration) ClientOption {
+func WithClientMaxDelay(d time.Duration) ClientOption {
 	return func(c *cliConfig) { c.maxDelay = d }
 }
 
-// ClientSeed seeds the jitter (and the default throttle's local refusals), so
+// WithClientSeed seeds the jitter (and the default throttle's local refusals), so
 // that a client's delays are reproducible (default: random).
-func ClientSeed(seed uint64) ClientOption {
+func WithClientSeed(seed uint64) ClientOption {
 	return func(c *cliConfig) { c.seed, c.seeded = seed, true }
 }
 
-// ClientWait sets how the client waits before a retry: wait must block for d
+// WithClientWait sets how the client waits before a retry: wait must block for d
 // or until ctx ends, whichever comes first, and return nil or ctx's error
 // respectively. The default uses a timer. Tests give a function that records
-// d and returns at once (advancing a clock.Manual given to ClientClock).
-func ClientWait(wait func(ctx context.Context, d time.Duration) error) ClientOption {
+// d and returns at once (advancing a clock.Manual given to WithClientClock).
+func WithClientWait(wait func(ctx context.Context, d time.Duration) error) ClientOption {
 	return func(c *cliConfig) { c.wait = wait }
 }
 
-// ClientClock sets the clock that dates a Retry-After given as an HTTP-date
+// WithClientClock sets the clock that dates a Retry-After given as an HTTP-date
 // and measures the time left before a context's deadline (default
 // clock.System()).
-func ClientClock(clk clock.Clock) ClientOption {
+func WithClientClock(clk clock.Clock) ClientOption {
 	return func(c *cliConfig) { c.clock = clk }
 }
 
-// ClientRetryMethods sets the HTTP methods the Transport retries (default
+// WithClientRetryMethods sets the HTTP methods the Transport retries (default
 // the idempotent ones: GET, HEAD, OPTIONS, TRACE, PUT, DELETE); a request
 // with an Idempotency-Key header is retried whatever its method. Methods are
 // case-sensitive, as in HTTP. The gRPC interceptors ignore this option.
-func ClientRetryMethods(methods ...string) ClientOption {
+func WithClientRetryMethods(methods ...string) ClientOption {
 	return func(c *cliConfig) { c.methods, c.methodsSet = methods, true }
 }
 
@@ -175,22 +175,22 @@ func newCliPolicy(what string, opts []ClientOption) (*cliPolicy, error) {
 		o(&cfg)
 	}
 	if cfg.budgetSet && cfg.budget == nil {
-		errs = append(errs, fmt.Errorf("sluice/interceptors: %s: ClientBudget(nil): a client that retries needs a budget (use ClientMaxAttempts(1) for no retries)", what))
+		errs = append(errs, fmt.Errorf("sluice/interceptors: %s: WithClientBudget(nil): a client that retries needs a budget (use WithClientMaxAttempts(1) for no retries)", what))
 	}
 	if cfg.backoff.Base <= 0 || cfg.backoff.Max < cfg.backoff.Base {
-		errs = append(errs, fmt.Errorf("sluice/interceptors: %s: ClientBackoff base %v, max %v: need 0 < base ≤ max", what, cfg.backoff.Base, cfg.backoff.Max))
+		errs = append(errs, fmt.Errorf("sluice/interceptors: %s: WithClientBackoff base %v, max %v: need 0 < base ≤ max", what, cfg.backoff.Base, cfg.backoff.Max))
 	}
 	if cfg.maxAttempts < 1 || cfg.maxAttempts > cliMaxAttemptsLimit {
-		errs = append(errs, fmt.Errorf("sluice/interceptors: %s: ClientMaxAttempts(%d): must be in [1, %d]", what, cfg.maxAttempts, cliMaxAttemptsLimit))
+		errs = append(errs, fmt.Errorf("sluice/interceptors: %s: WithClientMaxAttempts(%d): must be in [1, %d]", what, cfg.maxAttempts, cliMaxAttemptsLimit))
 	}
 	if cfg.maxDelay < cfg.backoff.Max || cfg.maxDelay <= 0 {
-		errs = append(errs, fmt.Errorf("sluice/interceptors: %s: ClientMaxDelay(%v): must be positive and at least the backoff's max %v", what, cfg.maxDelay, cfg.backoff.Max))
+		errs = append(errs, fmt.Errorf("sluice/interceptors: %s: WithClientMaxDelay(%v): must be positive and at least the backoff's max %v", what, cfg.maxDelay, cfg.backoff.Max))
 	}
 	if cfg.wait == nil {
-		errs = append(errs, fmt.Errorf("sluice/interceptors: %s: ClientWait(nil)", what))
+		errs = append(errs, fmt.Errorf("sluice/interceptors: %s: WithClientWait(nil)", what))
 	}
 	if cfg.clock == nil {
-		errs = append(errs, fmt.Errorf("sluice/interceptors: %s: ClientClock(nil)", what))
+		errs = append(errs, fmt.Errorf("sluice/interceptors: %s: WithClientClock(nil)", what))
 	}
 	methods := map[string]bool{
 		http.MethodGet: true, http.MethodHead: true, http.MethodOptions: true,
@@ -199,11 +199,11 @@ func newCliPolicy(what string, opts []ClientOption) (*cliPolicy, error) {
 	if cfg.methodsSet {
 		methods = make(map[string]bool, len(cfg.methods))
 		if len(cfg.methods) == 0 {
-			errs = append(errs, fmt.Errorf("sluice/interceptors: %s: ClientRetryMethods(): no method (use ClientMaxAttempts(1) for no retries)", what))
+			errs = append(errs, fmt.Errorf("sluice/interceptors: %s: WithClientRetryMethods(): no method (use WithClientMaxAttempts(1) for no retries)", what))
 		}
 		for _, m := range cfg.methods {
 			if !isToken(m) {
-				errs = append(errs, fmt.Errorf("sluice/interceptors: %s: ClientRetryMethods: %q is not an HTTP method", what, m))
+				errs = append(errs, fmt.Errorf("sluice/interceptors: %s: WithClientRetryMethods: %q is not an HTTP method", what, m))
 			}
 			methods[m] = true
 		}
@@ -212,7 +212,7 @@ func newCliPolicy(what string, opts []ClientOption) (*cliPolicy, error) {
 		cfg.seed = rand.Uint64()
 	}
 	if !cfg.throttleSet && cfg.clock != nil {
-		t, err := shed.NewThrottle(shed.ThrottleSeed(cfg.seed^0x7417), shed.ThrottleClock(cfg.clock))
+		t, err := shed.NewThrottle(shed.WithThrottleSeed(cfg.seed^0x7417), shed.WithThrottleClock(cfg.clock))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("sluice/interceptors: %s: %w", what, err))
 		}

@@ -34,7 +34,7 @@ import (
 //     as in gRFC A6, and so does an invalid RetryInfo delay;
 //   - each retry spends the retry budget, and none is made when it is empty;
 //   - the last error is returned at once when the wait would end after the
-//     call's deadline or exceed ClientMaxDelay, or when attempts are used
+//     call's deadline or exceed WithClientMaxDelay, or when attempts are used
 //     up; if the context ends during a wait, the context's status error is
 //     returned;
 //   - the priority in the context (see WithPriority) is sent in the
@@ -42,7 +42,7 @@ import (
 //     already has one.
 //
 // Do not also enable grpc-go's own retries (a retryPolicy in the service
-// config) for the same methods, or attempts multiply. ClientRetryMethods does
+// config) for the same methods, or attempts multiply. WithClientRetryMethods does
 // not apply: every method is retried on those two codes, which servers use to
 // say the call was not processed. It reports every invalid option in its
 // error.

@@ -172,7 +172,7 @@ func TestClientUnaryDoesNotRetry(t *testing.T) {
 		{"other code", codes.Internal, "100", time.Second, nil, 0},
 		{"pushback past the deadline", codes.Unavailable, "20000", cliNoInfo, nil, 10 * time.Second},
 		{"pushback beyond the max delay", codes.Unavailable, "40000", cliNoInfo, nil, 0},
-		{"one attempt", codes.Unavailable, "", cliNoInfo, []ClientOption{ClientMaxAttempts(1)}, 0},
+		{"one attempt", codes.Unavailable, "", cliNoInfo, []ClientOption{WithClientMaxAttempts(1)}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &cliHealth{refuse: 1, code: tc.code, pushback: tc.pushback, retryInfo: tc.retryInfo}
@@ -203,7 +203,7 @@ func TestClientUnaryBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := newCliWaits()
-	client := cliGRPC(t, h, w.opts(ClientBudget(budget), ClientThrottle(nil), ClientMaxAttempts(4))...)
+	client := cliGRPC(t, h, w.opts(WithClientBudget(budget), WithClientThrottle(nil), WithClientMaxAttempts(4))...)
 	for range n {
 		if _, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{}); status.Code(err) != codes.Unavailable {
 			t.Fatalf("error %v, want UNAVAILABLE", err)
@@ -219,11 +219,11 @@ func TestClientUnaryThrottle(t *testing.T) {
 	const n = 200
 	h := &cliHealth{refuse: 1 << 30, code: codes.ResourceExhausted, retryInfo: cliNoInfo}
 	w := newCliWaits()
-	throttle, err := shed.NewThrottle(shed.ThrottleSeed(3), shed.ThrottleClock(w.clk))
+	throttle, err := shed.NewThrottle(shed.WithThrottleSeed(3), shed.WithThrottleClock(w.clk))
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := cliGRPC(t, h, w.opts(ClientThrottle(throttle), ClientMaxAttempts(1))...)
+	client := cliGRPC(t, h, w.opts(WithClientThrottle(throttle), WithClientMaxAttempts(1))...)
 	var local int
 	for range n {
 		_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{})
@@ -257,7 +257,7 @@ func TestClientUnaryContextEndsDuringWait(t *testing.T) {
 
 func TestClientUnaryKeepsExplicitPriority(t *testing.T) {
 	h := &cliHealth{retryInfo: cliNoInfo}
-	client := cliGRPC(t, h, ClientSeed(1))
+	client := cliGRPC(t, h, WithClientSeed(1))
 	ctx := metadata.AppendToOutgoingContext(WithPriority(context.Background(), shed.Sheddable), PriorityMetadataKey, "critical_plus")
 	if _, err := client.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 		t.Fatal(err)
@@ -277,11 +277,11 @@ func TestClientStreamRealServer(t *testing.T) {
 	// metadata.
 	h := &cliHealth{refuse: 10, code: codes.Unavailable, retryInfo: time.Second}
 	w := newCliWaits()
-	throttle, err := shed.NewThrottle(shed.ThrottleSeed(5), shed.ThrottleClock(w.clk))
+	throttle, err := shed.NewThrottle(shed.WithThrottleSeed(5), shed.WithThrottleClock(w.clk))
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := cliGRPC(t, h, w.opts(ClientThrottle(throttle))...)
+	client := cliGRPC(t, h, w.opts(WithClientThrottle(throttle))...)
 	ctx := WithPriority(context.Background(), shed.Sheddable)
 	watch := func() error {
 		stream, err := client.Watch(ctx, &healthpb.HealthCheckRequest{})

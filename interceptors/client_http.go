@@ -22,14 +22,14 @@ import (
 //     live, counts as refused; the throttle decides once per request,
 //     retries are the budget's call);
 //   - retries a 429 or 503 answer, if the request is idempotent (its method
-//     is one of ClientRetryMethods, or it has an Idempotency-Key or
+//     is one of WithClientRetryMethods, or it has an Idempotency-Key or
 //     X-Idempotency-Key header) and its body can be replayed (it has none,
 //     or req.GetBody is set), after a capped exponential backoff with full
 //     jitter that is never shorter than the server's Retry-After
 //     (delta-seconds or HTTP-date), and never zero;
 //   - spends the retry budget on each retry, and makes none when it is empty;
 //   - gives up at once, returning the last answer as is, when the wait would
-//     end after the request context's deadline or exceed ClientMaxDelay, or
+//     end after the request context's deadline or exceed WithClientMaxDelay, or
 //     when attempts are used up;
 //   - sets the PriorityHeader from the context (see WithPriority), unless the
 //     request already has one.
@@ -155,7 +155,7 @@ func cliDiscard(resp *http.Response) {
 }
 
 // cliMaxRetryAfter is what an absurdly long Retry-After is cut to: longer
-// than any sensible ClientMaxDelay, and safe from overflow.
+// than any sensible WithClientMaxDelay, and safe from overflow.
 const cliMaxRetryAfter = time.Duration(math.MaxInt64 / 2)
 
 // cliRetryAfter reads a Retry-After field value (RFC 9110 §10.2.3): either

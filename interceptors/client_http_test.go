@@ -145,8 +145,8 @@ func TestClientTransportGivesUp(t *testing.T) {
 		{"wait past the deadline", "60", nil, 10 * time.Second},
 		{"wait equal to the deadline", "10", nil, 10 * time.Second},
 		{"wait beyond the max delay", "3600", nil, 0},
-		{"max delay option", "20", []ClientOption{ClientMaxDelay(15 * time.Second)}, 0},
-		{"one attempt", "1", []ClientOption{ClientMaxAttempts(1)}, 0},
+		{"max delay option", "20", []ClientOption{WithClientMaxDelay(15 * time.Second)}, 0},
+		{"one attempt", "1", []ClientOption{WithClientMaxAttempts(1)}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newCliHTTPServer(t, cliRefuseFirst(1, http.StatusServiceUnavailable, tc.retryAfter))
@@ -202,8 +202,8 @@ func TestClientTransportIdempotentOnly(t *testing.T) {
 		{"POST", http.MethodPost, func() io.Reader { return strings.NewReader("payload") }, "", nil, 1},
 		{"PATCH", http.MethodPatch, func() io.Reader { return strings.NewReader("payload") }, "", nil, 1},
 		{"POST with Idempotency-Key", http.MethodPost, func() io.Reader { return strings.NewReader("payload") }, "k-1", nil, 2},
-		{"POST allowed by option", http.MethodPost, func() io.Reader { return strings.NewReader("payload") }, "", []ClientOption{ClientRetryMethods("POST")}, 2},
-		{"GET not in the option", http.MethodGet, nil, "", []ClientOption{ClientRetryMethods("POST")}, 1},
+		{"POST allowed by option", http.MethodPost, func() io.Reader { return strings.NewReader("payload") }, "", []ClientOption{WithClientRetryMethods("POST")}, 2},
+		{"GET not in the option", http.MethodGet, nil, "", []ClientOption{WithClientRetryMethods("POST")}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newCliHTTPServer(t, cliRefuseFirst(1, http.StatusTooManyRequests, "1"))
@@ -251,7 +251,7 @@ func TestClientTransportBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := newCliWaits()
-	c := cliClient(t, nil, w.opts(ClientBudget(budget), ClientThrottle(nil), ClientMaxAttempts(5))...)
+	c := cliClient(t, nil, w.opts(WithClientBudget(budget), WithClientThrottle(nil), WithClientMaxAttempts(5))...)
 	for range n {
 		resp := cliGet(t, c, context.Background(), srv.URL)
 		if resp.StatusCode != http.StatusServiceUnavailable {
@@ -274,11 +274,11 @@ func TestClientTransportThrottle(t *testing.T) {
 	const n = 300
 	srv := newCliHTTPServer(t, func(int) (int, string) { return http.StatusTooManyRequests, "" })
 	w := newCliWaits()
-	throttle, err := shed.NewThrottle(shed.ThrottleSeed(7), shed.ThrottleClock(w.clk))
+	throttle, err := shed.NewThrottle(shed.WithThrottleSeed(7), shed.WithThrottleClock(w.clk))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := cliClient(t, nil, w.opts(ClientThrottle(throttle), ClientMaxAttempts(1))...)
+	c := cliClient(t, nil, w.opts(WithClientThrottle(throttle), WithClientMaxAttempts(1))...)
 	var local int
 	for i := range n {
 		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
@@ -399,7 +399,7 @@ func TestClientTransportContextEndsDuringWait(t *testing.T) {
 
 func TestClientTransportPriority(t *testing.T) {
 	srv := newCliHTTPServer(t, func(int) (int, string) { return http.StatusOK, "" })
-	c := cliClient(t, nil, ClientSeed(1))
+	c := cliClient(t, nil, WithClientSeed(1))
 	ctx := WithPriority(context.Background(), shed.SheddablePlus)
 
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
@@ -448,8 +448,8 @@ func TestClientTransportBackoffReproducible(t *testing.T) {
 		for range 100 {
 			budget.Request()
 		}
-		c := cliClient(t, nil, w.opts(ClientSeed(seed), ClientBudget(budget), ClientThrottle(nil), ClientMaxAttempts(8),
-			ClientBackoff(shed.Backoff{Base: 100 * time.Millisecond, Max: time.Second}))...)
+		c := cliClient(t, nil, w.opts(WithClientSeed(seed), WithClientBudget(budget), WithClientThrottle(nil), WithClientMaxAttempts(8),
+			WithClientBackoff(shed.Backoff{Base: 100 * time.Millisecond, Max: time.Second}))...)
 		cliGet(t, c, context.Background(), srv.URL)
 		return w.recorded()
 	}

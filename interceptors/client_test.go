@@ -76,7 +76,7 @@ func (w *cliWaits) mustHaveWaited(t *testing.T, n int, min time.Duration) {
 // opts returns the options that make a client deterministic: the fake wait,
 // its clock, and a seed.
 func (w *cliWaits) opts(extra ...ClientOption) []ClientOption {
-	return append([]ClientOption{ClientWait(w.wait), ClientClock(w.clk), ClientSeed(1)}, extra...)
+	return append([]ClientOption{WithClientWait(w.wait), WithClientClock(w.clk), WithClientSeed(1)}, extra...)
 }
 
 func TestClientPriorityContext(t *testing.T) {
@@ -107,19 +107,19 @@ func TestClientOptionsInvalid(t *testing.T) {
 		opt  ClientOption
 		want string
 	}{
-		{"nil budget", ClientBudget(nil), "ClientBudget(nil)"},
-		{"zero base", ClientBackoff(shed.Backoff{Max: time.Second}), "ClientBackoff"},
-		{"negative base", ClientBackoff(shed.Backoff{Base: -1, Max: time.Second}), "ClientBackoff"},
-		{"max below base", ClientBackoff(shed.Backoff{Base: time.Second, Max: time.Millisecond}), "ClientBackoff"},
-		{"zero attempts", ClientMaxAttempts(0), "ClientMaxAttempts(0)"},
-		{"too many attempts", ClientMaxAttempts(101), "ClientMaxAttempts(101)"},
-		{"zero max delay", ClientMaxDelay(0), "ClientMaxDelay(0s)"},
-		{"max delay below backoff cap", ClientMaxDelay(time.Second), "ClientMaxDelay(1s)"},
-		{"nil wait", ClientWait(nil), "ClientWait(nil)"},
-		{"nil clock", ClientClock(nil), "ClientClock(nil)"},
-		{"no methods", ClientRetryMethods(), "ClientRetryMethods()"},
-		{"bad method", ClientRetryMethods("GET", "PO ST"), `"PO ST"`},
-		{"empty method", ClientRetryMethods(""), `""`},
+		{"nil budget", WithClientBudget(nil), "WithClientBudget(nil)"},
+		{"zero base", WithClientBackoff(shed.Backoff{Max: time.Second}), "WithClientBackoff"},
+		{"negative base", WithClientBackoff(shed.Backoff{Base: -1, Max: time.Second}), "WithClientBackoff"},
+		{"max below base", WithClientBackoff(shed.Backoff{Base: time.Second, Max: time.Millisecond}), "WithClientBackoff"},
+		{"zero attempts", WithClientMaxAttempts(0), "WithClientMaxAttempts(0)"},
+		{"too many attempts", WithClientMaxAttempts(101), "WithClientMaxAttempts(101)"},
+		{"zero max delay", WithClientMaxDelay(0), "WithClientMaxDelay(0s)"},
+		{"max delay below backoff cap", WithClientMaxDelay(time.Second), "WithClientMaxDelay(1s)"},
+		{"nil wait", WithClientWait(nil), "WithClientWait(nil)"},
+		{"nil clock", WithClientClock(nil), "WithClientClock(nil)"},
+		{"no methods", WithClientRetryMethods(), "WithClientRetryMethods()"},
+		{"bad method", WithClientRetryMethods("GET", "PO ST"), `"PO ST"`},
+		{"empty method", WithClientRetryMethods(""), `""`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Errors name the constructor and the option, as the server's do.
@@ -135,12 +135,12 @@ func TestClientOptionsInvalid(t *testing.T) {
 		})
 	}
 	// Every problem is reported, not only the first.
-	_, err := NewTransport(nil, ClientMaxAttempts(0), ClientWait(nil))
-	if err == nil || !strings.Contains(err.Error(), "ClientMaxAttempts") || !strings.Contains(err.Error(), "ClientWait") {
+	_, err := NewTransport(nil, WithClientMaxAttempts(0), WithClientWait(nil))
+	if err == nil || !strings.Contains(err.Error(), "WithClientMaxAttempts") || !strings.Contains(err.Error(), "WithClientWait") {
 		t.Errorf("two invalid options: error %v, want both reported", err)
 	}
 	// Valid edge cases.
-	if _, err := NewTransport(nil, ClientThrottle(nil), ClientMaxAttempts(1)); err != nil {
+	if _, err := NewTransport(nil, WithClientThrottle(nil), WithClientMaxAttempts(1)); err != nil {
 		t.Errorf("valid options: %v", err)
 	}
 	// A nil option is a wiring mistake, reported as the server reports a
@@ -179,7 +179,7 @@ func TestClientPlan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pol, err := newCliPolicy("test", w.opts(append([]ClientOption{ClientThrottle(nil), ClientBudget(budget)}, opts...)...))
+		pol, err := newCliPolicy("test", w.opts(append([]ClientOption{WithClientThrottle(nil), WithClientBudget(budget)}, opts...)...))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +189,7 @@ func TestClientPlan(t *testing.T) {
 		return pol
 	}
 	t.Run("attempts used up", func(t *testing.T) {
-		pol := newPol(t, ClientMaxAttempts(2))
+		pol := newPol(t, WithClientMaxAttempts(2))
 		if _, ok := pol.plan(ctx, 1, 0); !ok {
 			t.Error("attempt 1 of 2: no retry")
 		}
@@ -198,7 +198,7 @@ func TestClientPlan(t *testing.T) {
 		}
 	})
 	t.Run("hint beyond max delay", func(t *testing.T) {
-		pol := newPol(t, ClientMaxDelay(time.Minute))
+		pol := newPol(t, WithClientMaxDelay(time.Minute))
 		if d, ok := pol.plan(ctx, 1, time.Minute); !ok || d != time.Minute {
 			t.Errorf("hint 1m: %v, %v; want 1m, true", d, ok)
 		}
@@ -207,7 +207,7 @@ func TestClientPlan(t *testing.T) {
 		}
 	})
 	t.Run("never immediate, capped, at least the hint", func(t *testing.T) {
-		pol := newPol(t, ClientBackoff(shed.Backoff{Base: 100 * time.Millisecond, Max: 400 * time.Millisecond}), ClientMaxAttempts(100))
+		pol := newPol(t, WithClientBackoff(shed.Backoff{Base: 100 * time.Millisecond, Max: 400 * time.Millisecond}), WithClientMaxAttempts(100))
 		for k := 1; k < 50; k++ {
 			d, ok := pol.plan(ctx, k, 0)
 			ceil := min(400*time.Millisecond, 100*time.Millisecond<<min(k-1, 10))

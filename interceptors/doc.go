@@ -55,7 +55,7 @@
 //	gate, _ := adaptive.New(gradient.New())
 //	shedder, _ := shed.New(gate)
 //	perIP, _ := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 100, Period: time.Second})
-//	ip, _ := interceptors.NewClientIP(interceptors.TrustProxies("10.0.0.0/8"))
+//	ip, _ := interceptors.NewClientIP(interceptors.WithIPTrustedProxies("10.0.0.0/8"))
 //
 //	limit, err := interceptors.RateLimitInterceptors([]interceptors.GRPCQuota{{Name: "per-ip", Limiter: perIP, Key: ip.GRPCKey}})
 //	if err != nil { ... }

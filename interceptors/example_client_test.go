@@ -25,7 +25,7 @@ import (
 )
 
 // cliPrintWait stands in for the real wait in these examples: it prints the
-// delay instead of sleeping. Production code leaves ClientWait unset.
+// delay instead of sleeping. Production code leaves WithClientWait unset.
 func cliPrintWait(_ context.Context, d time.Duration) error {
 	fmt.Println("waiting", d)
 	return nil
@@ -52,9 +52,9 @@ func ExampleNewTransport() {
 	defer srv.Close()
 
 	tr, err := interceptors.NewTransport(&http.Transport{},
-		interceptors.ClientMaxAttempts(3),
-		interceptors.ClientBackoff(shed.Backoff{Base: 100 * time.Millisecond, Max: 5 * time.Second}),
-		interceptors.ClientWait(cliPrintWait))
+		interceptors.WithClientMaxAttempts(3),
+		interceptors.WithClientBackoff(shed.Backoff{Base: 100 * time.Millisecond, Max: 5 * time.Second}),
+		interceptors.WithClientWait(cliPrintWait))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -90,14 +90,14 @@ func (a *cliAlways503) RoundTrip(r *http.Request) (*http.Response, error) {
 func ExampleErrClientThrottled() {
 	// Once the server refuses most requests, the client throttle refuses
 	// most of them locally, without sending them.
-	throttle, err := shed.NewThrottle(shed.ThrottleSeed(1))
+	throttle, err := shed.NewThrottle(shed.WithThrottleSeed(1))
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	server := &cliAlways503{}
 	tr, err := interceptors.NewTransport(server,
-		interceptors.ClientThrottle(throttle), interceptors.ClientMaxAttempts(1))
+		interceptors.WithClientThrottle(throttle), interceptors.WithClientMaxAttempts(1))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -145,7 +145,7 @@ func ExampleClientWait() {
 		return resp, nil
 	})
 	tr, err := interceptors.NewTransport(server,
-		interceptors.ClientWait(wait), interceptors.ClientClock(clk), interceptors.ClientSeed(1))
+		interceptors.WithClientWait(wait), interceptors.WithClientClock(clk), interceptors.WithClientSeed(1))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -203,11 +203,17 @@ func ExampleUnaryClientInterceptor() {
 
 	// One budget and one throttle for everything this client sends to the
 	// backend.
-	budget, _ := shed.NewBudget(0.1, 10)
-	throttle, _ := shed.NewThrottle()
+	budget, err := shed.NewBudget(0.1, 10)
+	if err != nil {
+		panic(err)
+	}
+	throttle, err := shed.NewThrottle()
+	if err != nil {
+		panic(err)
+	}
 	unary, err := interceptors.UnaryClientInterceptor(
-		interceptors.ClientBudget(budget), interceptors.ClientThrottle(throttle),
-		interceptors.ClientWait(cliPrintWait))
+		interceptors.WithClientBudget(budget), interceptors.WithClientThrottle(throttle),
+		interceptors.WithClientWait(cliPrintWait))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -242,7 +248,7 @@ func ExampleStreamClientInterceptor() {
 	addr, stop := cliServeHealth()
 	defer stop()
 
-	stream, err := interceptors.StreamClientInterceptor(interceptors.ClientMaxAttempts(2))
+	stream, err := interceptors.StreamClientInterceptor(interceptors.WithClientMaxAttempts(2))
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -47,7 +48,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	ip, err := interceptors.NewClientIP(interceptors.TrustProxies("10.0.0.0/8"))
+	ip, err := interceptors.NewClientIP(interceptors.WithIPTrustedProxies("10.0.0.0/8"))
 	if err != nil {
 		panic(err)
 	}
@@ -113,9 +114,15 @@ func Example() {
 // Retry-After and a problem+json body.
 func ExampleRateLimitMiddleware() {
 	clk := srvExampleClock()
-	perIP, _ := ratelimit.New(ratelimit.FixedWindow, ratelimit.Limit{Rate: 100, Period: time.Minute}, ratelimit.WithClock(clk))
-	perKey, _ := ratelimit.New(ratelimit.TokenBucket, ratelimit.Limit{Rate: 1, Period: 10 * time.Second, Burst: 2}, ratelimit.WithClock(clk))
-	ip, err := interceptors.NewClientIP(interceptors.TrustProxies("10.0.0.0/8"))
+	perIP, err := ratelimit.New(ratelimit.FixedWindow, ratelimit.Limit{Rate: 100, Period: time.Minute}, ratelimit.WithClock(clk))
+	if err != nil {
+		panic(err)
+	}
+	perKey, err := ratelimit.New(ratelimit.TokenBucket, ratelimit.Limit{Rate: 1, Period: 10 * time.Second, Burst: 2}, ratelimit.WithClock(clk))
+	if err != nil {
+		panic(err)
+	}
+	ip, err := interceptors.NewClientIP(interceptors.WithIPTrustedProxies("10.0.0.0/8"))
 	if err != nil {
 		panic(err)
 	}
@@ -166,10 +173,51 @@ func ExampleRateLimitMiddleware() {
 	//   {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota exceeded","status":429,"detail":"The request exceeds the quota of the policies listed; retry after the time given.","violated-policies":["per-key"],"retry-after":10}
 }
 
+// The legacy X-RateLimit-* fields next to the IETF ones, for clients written
+// against GitHub's API or ulule/limiter: the tightest quota's limit, what it
+// has left, and when it can be counted on again (Unix seconds).
+func ExampleWithLegacyHeaders() {
+	clk := srvExampleClock() // 2026-01-02 03:04:00 UTC
+	perKey, err := ratelimit.New(ratelimit.TokenBucket, ratelimit.Limit{Rate: 1, Period: 10 * time.Second, Burst: 2}, ratelimit.WithClock(clk))
+	if err != nil {
+		panic(err)
+	}
+	apiKey, err := interceptors.APIKey("Authorization")
+	if err != nil {
+		panic(err)
+	}
+	limit, err := interceptors.RateLimitMiddleware([]interceptors.HTTPQuota{{Name: "per-key", Limiter: perKey, Key: apiKey}},
+		interceptors.WithLegacyHeaders(true), interceptors.WithClock(clk))
+	if err != nil {
+		panic(err)
+	}
+	h := limit(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "hello\n") }))
+	for range 3 {
+		req := httptest.NewRequest("GET", "/", nil)
+		req.Header.Set("Authorization", "Bearer s3cr3t")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		reset, err := strconv.ParseInt(rec.Header().Get("X-RateLimit-Reset"), 10, 64)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("%d limit=%s remaining=%s reset=%s (in %v)\n", rec.Code,
+			rec.Header().Get("X-RateLimit-Limit"), rec.Header().Get("X-RateLimit-Remaining"),
+			time.Unix(reset, 0).UTC().Format(time.TimeOnly), time.Unix(reset, 0).Sub(clk.Now()))
+	}
+	// Output:
+	// 200 limit=2 remaining=1 reset=03:04:10 (in 10s)
+	// 200 limit=2 remaining=0 reset=03:04:20 (in 20s)
+	// 429 limit=2 remaining=0 reset=03:04:10 (in 10s)
+}
+
 // The adaptive gate as middleware. Here the gate admits one request at a
 // time, and the handler makes a second request while it holds the slot.
 func ExampleGateMiddleware() {
-	gate, _ := adaptive.New(adaptive.Fixed(1))
+	gate, err := adaptive.New(adaptive.Fixed(1))
+	if err != nil {
+		panic(err)
+	}
 	mw, err := interceptors.GateMiddleware(gate, interceptors.WithOverloadRetry(2*time.Second))
 	if err != nil {
 		panic(err)
@@ -194,10 +242,16 @@ func ExampleGateMiddleware() {
 // critical traffic: with three of four slots taken, a sheddable request is
 // refused while a critical one still gets in.
 func ExampleShedMiddleware() {
-	gate, _ := adaptive.New(adaptive.Fixed(4))
-	shedder, _ := shed.New(gate, shed.WithReserve(0.25))
+	gate, err := adaptive.New(adaptive.Fixed(4))
+	if err != nil {
+		panic(err)
+	}
+	shedder, err := shed.New(gate, shed.WithReserve(0.25))
+	if err != nil {
+		panic(err)
+	}
 	mw, err := interceptors.ShedMiddleware(shedder, interceptors.WithHTTPUser(func(r *http.Request) uint64 {
-		return interceptors.UserHash(r.Header.Get("X-User"))
+		return shed.UserHash(r.Header.Get("X-User"))
 	}))
 	if err != nil {
 		panic(err)
@@ -234,7 +288,10 @@ func (srvHealth) Check(context.Context, *healthpb.HealthCheckRequest) (*healthpb
 // the adaptive gate. The refusal carries RetryInfo and the pushback trailer.
 func ExampleRateLimitInterceptors() {
 	clk := srvExampleClock()
-	lim, _ := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 2, Period: time.Second}, ratelimit.WithClock(clk))
+	lim, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 2, Period: time.Second}, ratelimit.WithClock(clk))
+	if err != nil {
+		panic(err)
+	}
 	tenant, err := interceptors.MetadataKey("tenant")
 	if err != nil {
 		panic(err)
@@ -243,7 +300,10 @@ func ExampleRateLimitInterceptors() {
 	if err != nil {
 		panic(err)
 	}
-	gate, _ := adaptive.New(adaptive.Fixed(100))
+	gate, err := adaptive.New(adaptive.Fixed(100))
+	if err != nil {
+		panic(err)
+	}
 	g, err := interceptors.GateInterceptors(gate)
 	if err != nil {
 		panic(err)
@@ -292,7 +352,10 @@ func ExampleRateLimitInterceptors() {
 // can be called directly: here the handler makes a second call while it
 // holds the gate's only slot.
 func ExampleGateInterceptors() {
-	gate, _ := adaptive.New(adaptive.Fixed(1))
+	gate, err := adaptive.New(adaptive.Fixed(1))
+	if err != nil {
+		panic(err)
+	}
 	g, err := interceptors.GateInterceptors(gate, interceptors.WithOverloadRetry(300*time.Millisecond))
 	if err != nil {
 		panic(err)
@@ -317,8 +380,14 @@ func ExampleGateInterceptors() {
 // The priority shedder as gRPC interceptors: the priority travels in the
 // sluice-priority metadata key (set by the client interceptors).
 func ExampleShedInterceptors() {
-	gate, _ := adaptive.New(adaptive.Fixed(2))
-	shedder, _ := shed.New(gate, shed.WithReserve(0.5))
+	gate, err := adaptive.New(adaptive.Fixed(2))
+	if err != nil {
+		panic(err)
+	}
+	shedder, err := shed.New(gate, shed.WithReserve(0.5))
+	if err != nil {
+		panic(err)
+	}
 	ic, err := interceptors.ShedInterceptors(shedder)
 	if err != nil {
 		panic(err)
@@ -343,7 +412,7 @@ func ExampleShedInterceptors() {
 // the right, skipping trusted hops, and only when the direct peer is one of
 // them. IPv6 clients are keyed by their /64.
 func ExampleNewClientIP() {
-	ip, err := interceptors.NewClientIP(interceptors.TrustProxies("10.0.0.0/8"))
+	ip, err := interceptors.NewClientIP(interceptors.WithIPTrustedProxies("10.0.0.0/8"))
 	if err != nil {
 		panic(err)
 	}
@@ -372,7 +441,10 @@ func ExampleFirstHTTPKey() {
 		id, ok := ctx.Value(userKey{}).(string)
 		return id, ok
 	})
-	ip, _ := interceptors.NewClientIP()
+	ip, err := interceptors.NewClientIP()
+	if err != nil {
+		panic(err)
+	}
 	key, err := interceptors.FirstHTTPKey(user, ip.HTTPKey)
 	if err != nil {
 		panic(err)

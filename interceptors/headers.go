@@ -32,6 +32,19 @@ const (
 	RetryPushbackTrailer = "grpc-retry-pushback-ms"
 )
 
+// The names of the legacy rate-limit fields that WithLegacyHeaders adds,
+// as GitHub, ulule/limiter and express-rate-limit send them.
+const (
+	// LegacyLimitHeader is the quota of the tightest tier (its q).
+	LegacyLimitHeader = "X-RateLimit-Limit"
+	// LegacyRemainingHeader is the units that tier has left.
+	LegacyRemainingHeader = "X-RateLimit-Remaining"
+	// LegacyResetHeader is when that tier can be counted on again, in Unix
+	// seconds (rounded up): its retry time if it refused, else the time it
+	// is back to its full quota.
+	LegacyResetHeader = "X-RateLimit-Reset"
+)
+
 // srvMaxSFInt is the largest structured-field Integer (RFC 9651 §3.3.1).
 const srvMaxSFInt = 999_999_999_999_999
 
@@ -87,7 +100,7 @@ func (c *srvConfig) srvShedRetry(dec shed.Decision) time.Duration {
 
 // seededUniform returns a source of uniform numbers in [0, 1) seeded with
 // seed and safe for concurrent use. Both halves draw their jitter from a
-// func() float64 field named uniform: the client's is seededUniform(ClientSeed),
+// func() float64 field named uniform: the client's is seededUniform(WithClientSeed),
 // the server's math/rand/v2's Float64 unless WithJitterSource replaces it.
 func seededUniform(seed uint64) func() float64 {
 	var mu sync.Mutex
@@ -200,4 +213,37 @@ func srvRateLimitField(buf []byte, names []string, each []ratelimit.Result) []by
 // srvSFString serialises s as a structured-field String with httpsfv.
 func srvSFString(s string) (string, error) {
 	return httpsfv.Marshal(httpsfv.NewItem(s))
+}
+
+// srvLegacyFields returns the X-RateLimit-Limit, -Remaining and -Reset
+// values for a decided request: of the tiers whose decision read the key's
+// state, a refusing one if any, else the one with the fewest units left
+// (ties: the first). ok is false when no tier has numbers of the key's own.
+func srvLegacyFields(now time.Time, quota []int64, each []ratelimit.Result) (limit, remaining, reset string, ok bool) {
+	best := -1
+	for i, r := range each {
+		if !srvKnown(r) {
+			continue
+		}
+		switch {
+		case best < 0,
+			!r.Allowed && each[best].Allowed,
+			r.Allowed == each[best].Allowed && r.Remaining < each[best].Remaining:
+			best = i
+		}
+	}
+	if best < 0 {
+		return "", "", "", false
+	}
+	r := each[best]
+	t := r.ResetAfter
+	if !r.Allowed {
+		t = r.RetryAfter
+	}
+	at := now.Add(max(t, 0))
+	sec := at.Unix()
+	if at.Nanosecond() > 0 {
+		sec++ // rounded up: a client that waits until then is never early
+	}
+	return strconv.FormatInt(quota[best], 10), strconv.FormatInt(int64(max(r.Remaining, 0)), 10), strconv.FormatInt(sec, 10), true
 }

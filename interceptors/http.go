@@ -62,7 +62,8 @@ type HTTPQuota struct {
 // It returns an error if quotas is empty or holds an invalid entry (bad or
 // duplicate name, nil limiter or key), if the limiters cannot be tiered, and
 // for options that are invalid or do not apply (it takes WithRetryJitter,
-// WithJitterSource, WithStoreErrorRetry and WithFailOpen).
+// WithJitterSource, WithStoreErrorRetry, WithFailOpen, WithLegacyHeaders
+// and WithClock).
 func RateLimitMiddleware(quotas []HTTPQuota, opts ...ServerOption) (func(http.Handler) http.Handler, error) {
 	cfg, err := srvBuild(srvHTTP|srvRate, "RateLimitMiddleware", opts)
 	if err != nil {
@@ -104,6 +105,13 @@ func RateLimitMiddleware(quotas []HTTPQuota, opts ...ServerOption) (func(http.Ha
 			if srvAnyKnown(sc.each) {
 				sc.buf = srvRateLimitField(sc.buf, q.sfName, sc.each)
 				h[srvCanonRateLimit] = []string{string(sc.buf)}
+				if cfg.legacy {
+					if l, rem, reset, ok := srvLegacyFields(cfg.clock.Now(), q.quota, sc.each); ok {
+						h[srvCanonLegacyLimit] = []string{l}
+						h[srvCanonLegacyRemaining] = []string{rem}
+						h[srvCanonLegacyReset] = []string{reset}
+					}
+				}
 			}
 			if !res.Allowed {
 				violated := q.violated(sc.each)
@@ -132,6 +140,10 @@ func RateLimitMiddleware(quotas []HTTPQuota, opts ...ServerOption) (func(http.Ha
 var (
 	srvCanonPolicy    = http.CanonicalHeaderKey(RateLimitPolicyHeader)
 	srvCanonRateLimit = http.CanonicalHeaderKey(RateLimitHeader)
+
+	srvCanonLegacyLimit     = http.CanonicalHeaderKey(LegacyLimitHeader)
+	srvCanonLegacyRemaining = http.CanonicalHeaderKey(LegacyRemainingHeader)
+	srvCanonLegacyReset     = http.CanonicalHeaderKey(LegacyResetHeader)
 )
 
 // srvCheckHandler panics, when the middleware is applied, on a nil handler:

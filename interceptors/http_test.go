@@ -270,7 +270,7 @@ func TestHTTPBadForwardedFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ip, err := NewClientIP(TrustProxies("127.0.0.0/8", "::1"))
+	ip, err := NewClientIP(WithIPTrustedProxies("127.0.0.0/8", "::1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,7 +469,7 @@ func TestHTTPShedByPriority(t *testing.T) {
 	}
 	var users []uint64
 	mw, err := ShedMiddleware(s, WithHTTPUser(func(r *http.Request) uint64 {
-		u := UserHash(r.Header.Get("X-User"))
+		u := shed.UserHash(r.Header.Get("X-User"))
 		users = append(users, u)
 		return u
 	}))
@@ -508,7 +508,7 @@ func TestHTTPShedByPriority(t *testing.T) {
 	close(stop)
 	<-done
 	<-releases
-	if len(users) != 5 || users[1] != UserHash("u1") {
+	if len(users) != 5 || users[1] != shed.UserHash("u1") {
 		t.Errorf("users %v", users)
 	}
 }

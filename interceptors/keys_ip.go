@@ -27,8 +27,8 @@ const (
 // rate limits per IP, and groups IPv6 clients by prefix.
 //
 // The address is the direct peer's (RemoteAddr, or the gRPC peer), unless
-// the peer is a trusted proxy (TrustProxies): only then is X-Forwarded-For
-// (or, with UseForwarded, the RFC 7239 Forwarded field) read, from right to
+// the peer is a trusted proxy (WithIPTrustedProxies): only then is X-Forwarded-For
+// (or, with WithIPForwarded, the RFC 7239 Forwarded field) read, from right to
 // left, skipping the hops that are themselves trusted proxies; the first
 // untrusted hop is the client. If every hop is trusted, the leftmost is the
 // client. A forwarding header from an untrusted peer is ignored entirely,
@@ -54,11 +54,11 @@ type IPOption struct {
 	apply func(*ClientIP) error
 }
 
-// TrustProxies sets the proxies whose forwarding headers are believed:
+// WithIPTrustedProxies sets the proxies whose forwarding headers are believed:
 // CIDR prefixes ("10.0.0.0/8", "2001:db8::/32") or single addresses.
 // The default trusts nobody: forwarding headers are ignored.
-func TrustProxies(cidrs ...string) IPOption {
-	return IPOption{"TrustProxies", func(c *ClientIP) error {
+func WithIPTrustedProxies(cidrs ...string) IPOption {
+	return IPOption{"WithIPTrustedProxies", func(c *ClientIP) error {
 		var errs []error
 		for _, s := range cidrs {
 			p, err := netip.ParsePrefix(s)
@@ -85,10 +85,10 @@ func TrustProxies(cidrs ...string) IPOption {
 	}}
 }
 
-// IPv6Prefix sets the prefix length by which IPv6 clients are grouped
+// WithIPv6Prefix sets the prefix length by which IPv6 clients are grouped
 // (default 64; 1 to 128, 128 keys each address).
-func IPv6Prefix(bits int) IPOption {
-	return IPOption{"IPv6Prefix", func(c *ClientIP) error {
+func WithIPv6Prefix(bits int) IPOption {
+	return IPOption{"WithIPv6Prefix", func(c *ClientIP) error {
 		if bits < 1 || bits > 128 {
 			return fmt.Errorf("prefix length %d not in [1, 128]", bits)
 		}
@@ -97,10 +97,10 @@ func IPv6Prefix(bits int) IPOption {
 	}}
 }
 
-// IPv4Prefix sets the prefix length by which IPv4 clients are grouped
+// WithIPv4Prefix sets the prefix length by which IPv4 clients are grouped
 // (default 32, each address; 1 to 32).
-func IPv4Prefix(bits int) IPOption {
-	return IPOption{"IPv4Prefix", func(c *ClientIP) error {
+func WithIPv4Prefix(bits int) IPOption {
+	return IPOption{"WithIPv4Prefix", func(c *ClientIP) error {
 		if bits < 1 || bits > 32 {
 			return fmt.Errorf("prefix length %d not in [1, 32]", bits)
 		}
@@ -109,11 +109,11 @@ func IPv4Prefix(bits int) IPOption {
 	}}
 }
 
-// UseForwarded makes trusted proxies' RFC 7239 Forwarded field ("for="
+// WithIPForwarded makes trusted proxies' RFC 7239 Forwarded field ("for="
 // parameters) the source of the client address instead of X-Forwarded-For.
 // Only one of the two is ever read: a proxy chain should write one.
-func UseForwarded() IPOption {
-	return IPOption{"UseForwarded", func(c *ClientIP) error {
+func WithIPForwarded() IPOption {
+	return IPOption{"WithIPForwarded", func(c *ClientIP) error {
 		c.forwarded = true
 		return nil
 	}}
@@ -151,7 +151,7 @@ func (c *ClientIP) isTrusted(a netip.Addr) bool {
 
 // Resolve returns the client address of a request that came from peer and
 // carries the forwarding header lines fwd (X-Forwarded-For, or Forwarded
-// with UseForwarded), by the rules of the type's doc. The result is never
+// with WithIPForwarded), by the rules of the type's doc. The result is never
 // an IPv4-mapped IPv6 address and carries no zone.
 func (c *ClientIP) Resolve(peerAddr netip.Addr, fwd []string) (netip.Addr, error) {
 	if !peerAddr.IsValid() {

@@ -18,11 +18,11 @@ import (
 )
 
 func TestKeyClientIPResolve(t *testing.T) {
-	trusted, err := NewClientIP(TrustProxies("10.0.0.0/8", "2001:db8:ffff::/48", "192.0.2.7"))
+	trusted, err := NewClientIP(WithIPTrustedProxies("10.0.0.0/8", "2001:db8:ffff::/48", "192.0.2.7"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fwd, err := NewClientIP(TrustProxies("10.0.0.0/8"), UseForwarded())
+	fwd, err := NewClientIP(WithIPTrustedProxies("10.0.0.0/8"), WithIPForwarded())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestKeyClientIPKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wide, err := NewClientIP(IPv4Prefix(24), IPv6Prefix(48))
+	wide, err := NewClientIP(WithIPv4Prefix(24), WithIPv6Prefix(48))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,12 +114,12 @@ func TestKeyClientIPKey(t *testing.T) {
 		}
 	}
 	for _, opts := range [][]IPOption{
-		{TrustProxies("10.0.0.0/33")},
-		{TrustProxies("nonsense")},
-		{TrustProxies("::ffff:0:0/90")},
-		{IPv6Prefix(0)},
-		{IPv6Prefix(129)},
-		{IPv4Prefix(33)},
+		{WithIPTrustedProxies("10.0.0.0/33")},
+		{WithIPTrustedProxies("nonsense")},
+		{WithIPTrustedProxies("::ffff:0:0/90")},
+		{WithIPv6Prefix(0)},
+		{WithIPv6Prefix(129)},
+		{WithIPv4Prefix(33)},
 		{{}},
 	} {
 		if _, err := NewClientIP(opts...); err == nil {
@@ -127,7 +127,7 @@ func TestKeyClientIPKey(t *testing.T) {
 		}
 	}
 	// A mapped trusted prefix is the IPv4 prefix it maps.
-	c, err := NewClientIP(TrustProxies("::ffff:10.0.0.0/104"))
+	c, err := NewClientIP(WithIPTrustedProxies("::ffff:10.0.0.0/104"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestKeyClientIPKey(t *testing.T) {
 }
 
 func TestKeyClientIPRequestAndPeer(t *testing.T) {
-	c, err := NewClientIP(TrustProxies("127.0.0.0/8", "::1"))
+	c, err := NewClientIP(WithIPTrustedProxies("127.0.0.0/8", "::1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,11 +372,11 @@ func FuzzKeyClientIP(f *testing.F) {
 		f.Add("10.1.1.1:5000", s, true)
 		f.Add("203.0.113.1:80", s, false)
 	}
-	xff, err := NewClientIP(TrustProxies("10.0.0.0/8", "2001:db8::/32"))
+	xff, err := NewClientIP(WithIPTrustedProxies("10.0.0.0/8", "2001:db8::/32"))
 	if err != nil {
 		f.Fatal(err)
 	}
-	fwd, err := NewClientIP(TrustProxies("10.0.0.0/8", "2001:db8::/32"), UseForwarded())
+	fwd, err := NewClientIP(WithIPTrustedProxies("10.0.0.0/8", "2001:db8::/32"), WithIPForwarded())
 	if err != nil {
 		f.Fatal(err)
 	}

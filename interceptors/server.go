@@ -16,6 +16,7 @@ type srvQuotas struct {
 	names  []string // as given
 	sfName []string // serialised as structured-field Strings
 	policy string   // the RateLimit-Policy field value
+	quota  []int64  // each tier's advertised quota (q)
 	pool   sync.Pool
 }
 
@@ -76,8 +77,10 @@ func srvNewQuotas[Q srvQuota](what string, quotas []Q) (*srvQuotas, error) {
 	}
 	q := &srvQuotas{tiers: tiers, names: append([]string(nil), names...)}
 	members := make([]srvPolicyMember, len(names))
+	q.quota = make([]int64, len(names))
 	for i, name := range names {
 		members[i] = srvPolicyOf(name, lims[i])
+		q.quota[i] = members[i].quota
 		s, err := srvSFString(name)
 		if err != nil {
 			return nil, fmt.Errorf("sluice/interceptors: %s: quota %d: %w", what, i, err)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -82,6 +83,8 @@ type srvConfig struct {
 	uniform         func() float64 // the jitter's source, see uniformSource
 	storeErrorRetry time.Duration
 	failOpen        bool
+	legacy          bool
+	clock           clock.Clock // the legacy Reset field's wall time
 	overloadRetry   time.Duration
 
 	grpcClassifier func(ctx context.Context, err error) Outcome
@@ -105,6 +108,7 @@ func srvBuild(scope srvScope, what string, opts []ServerOption) (*srvConfig, err
 		httpClassifier:  DefaultHTTPClassifier,
 		grpcPriority:    MetadataPriority,
 		httpPriority:    HeaderPriority,
+		clock:           clock.System(),
 	}
 	var errs []error
 	for _, o := range opts {
@@ -181,6 +185,35 @@ func WithFailOpen(on bool) ServerOption {
 	}}
 }
 
+// WithLegacyHeaders(true) adds the legacy rate-limit fields that clients
+// of GitHub's API, ulule/limiter or express-rate-limit read, next to the
+// IETF RateLimit and RateLimit-Policy fields: X-RateLimit-Limit,
+// X-RateLimit-Remaining and X-RateLimit-Reset (Unix seconds, rounded up),
+// for the tightest quota of the request — a refusing one, else the one with
+// the fewest units left. Like RateLimit, they are sent only when a quota's
+// decision read the caller's state (never invented while a store is down).
+// They cost a few allocations per response. Default false. HTTP rate-limit
+// middleware only.
+func WithLegacyHeaders(on bool) ServerOption {
+	return ServerOption{"WithLegacyHeaders", srvHTTP | srvRate, func(c *srvConfig) error {
+		c.legacy = on
+		return nil
+	}}
+}
+
+// WithClock sets the clock that dates X-RateLimit-Reset (WithLegacyHeaders;
+// default clock.System()): give it the clock of the route's limiters when
+// they run on a manual or coarse one. HTTP rate-limit middleware only.
+func WithClock(c clock.Clock) ServerOption {
+	return ServerOption{"WithClock", srvHTTP | srvRate, func(cfg *srvConfig) error {
+		if c == nil {
+			return errors.New("nil clock")
+		}
+		cfg.clock = c
+		return nil
+	}}
+}
+
 // WithOverloadRetry sets the retry time sent when the adaptive gate is full,
 // and when the shedder refuses without a hint of its own (default
 // DefaultOverloadRetry; positive). Gate and shedder constructors only.
@@ -245,7 +278,7 @@ func WithHTTPPriority(f func(r *http.Request) shed.Priority) ServerOption {
 }
 
 // WithGRPCUser sets how the shedder interceptors identify an RPC's user,
-// so that a shed user is shed consistently (see shed.Shedder; UserHash turns
+// so that a shed user is shed consistently (see shed.Shedder; shed.UserHash turns
 // an id into the number). By default every RPC is a user of its own, drawn
 // at random: a shed priority is then refused in fractions, never all at
 // once, but a user's calls are not shed together. gRPC shedder
@@ -273,17 +306,8 @@ func WithHTTPUser(f func(r *http.Request) uint64) ServerOption {
 	}}
 }
 
-// UserHash maps a user id to the number the shedder draws cohorts from
-// (64-bit FNV-1a). Equal ids give equal numbers in every process.
-func UserHash(id string) uint64 {
-	const (
-		offset = 14695981039346656037
-		prime  = 1099511628211
-	)
-	h := uint64(offset)
-	for i := 0; i < len(id); i++ {
-		h ^= uint64(id[i])
-		h *= prime
-	}
-	return h
-}
+// UserHash maps a user id to the number the shedder draws cohorts from;
+// it is shed.UserHash, kept here for the code that found it here.
+//
+// Deprecated: use shed.UserHash, which needs no gRPC import.
+func UserHash(id string) uint64 { return shed.UserHash(id) }

@@ -224,4 +224,63 @@ const (
 	GateReleases  = int(Ignored) + 1
 	ShedDecisions = int(ShedGateFull) + 1
 	RateOutcomes  = int(RateShadowRefused) + 1
+	StoreOutcomes = int(StoreBreakerOpen) + 1
 )
+
+// StoreOutcome is how one call of a rate-limit store to its backend (Redis)
+// ended, or why the store did not call it.
+type StoreOutcome uint8
+
+// The outcomes of a store's call.
+const (
+	// StoreOK: the backend answered.
+	StoreOK StoreOutcome = iota
+	// StoreFailed: the call failed (a refused connection, an error reply,
+	// an answer the store could not read).
+	StoreFailed
+	// StoreTimedOut: no answer within the store's timeout.
+	StoreTimedOut
+	// StoreCanceled: the call was given up before it ended (the caller's
+	// context ended, or the store abandoned its calls when the backend
+	// refused a connection).
+	StoreCanceled
+	// StoreBreakerOpen: the store's circuit breaker was open, so it did not
+	// call the backend (reported with StoreDegraded only).
+	StoreBreakerOpen
+)
+
+var storeOutcomeNames = [...]string{"ok", "failed", "timed_out", "canceled", "breaker_open"}
+
+// String returns the outcome's name in snake case, fit for a metric label.
+func (o StoreOutcome) String() string {
+	if int(o) < len(storeOutcomeNames) {
+		return storeOutcomeNames[o]
+	}
+	return "unknown"
+}
+
+// StoreObserver receives the calls of a rate-limit store to its backend and
+// the decisions its failure policy made (ratelimit/redisstore's
+// WithObserver). Embed StoreBase to implement only the methods you need;
+// methods added to this interface later will come with a no-op in
+// StoreBase.
+type StoreObserver interface {
+	// StoreCall reports one call to the backend: op names what it did (for
+	// Redis "decide", "lease_acquire", "lease_release", "lease_renew",
+	// "lease_count"), outcome how it ended and d how long it took.
+	StoreCall(op string, outcome StoreOutcome, d time.Duration)
+	// StoreDegraded reports n requests the store's failure policy decided
+	// (policy: "fail_open", "fail_closed" or "fail_local") because the
+	// backend could not: cause is the failed call's outcome, or
+	// StoreBreakerOpen.
+	StoreDegraded(policy string, cause StoreOutcome, n int)
+}
+
+// StoreBase implements StoreObserver with methods that do nothing.
+type StoreBase struct{}
+
+// StoreCall does nothing.
+func (StoreBase) StoreCall(string, StoreOutcome, time.Duration) {}
+
+// StoreDegraded does nothing.
+func (StoreBase) StoreDegraded(string, StoreOutcome, int) {}

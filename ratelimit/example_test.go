@@ -59,9 +59,12 @@ func ExampleNew() {
 // Costs that can never be admitted, and bad keys, are errors; refusals are
 // not.
 func ExampleLimiter_AllowN() {
-	lim, _ := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 10, Period: time.Second, Burst: 5})
+	lim, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 10, Period: time.Second, Burst: 5})
+	if err != nil {
+		panic(err)
+	}
 	ctx := context.Background()
-	_, err := lim.AllowN(ctx, "upload:7", 6)
+	_, err = lim.AllowN(ctx, "upload:7", 6)
 	fmt.Println(errors.Is(err, ratelimit.ErrInvalidCost), err)
 	_, err = lim.AllowN(ctx, "", 1)
 	fmt.Println(errors.Is(err, ratelimit.ErrInvalidKey), err)
@@ -97,7 +100,10 @@ func ExampleLimiter_Reserve() {
 // Wait queues callers behind a bucket: each returns once its token is due,
 // here one per millisecond.
 func ExampleLimiter_Wait() {
-	lim, _ := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 1000, Period: time.Second, Burst: 1})
+	lim, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 1000, Period: time.Second, Burst: 1})
+	if err != nil {
+		panic(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	start := time.Now()
@@ -118,7 +124,10 @@ func ExampleAll() {
 		ratelimit.Limit{Rate: 10, Period: time.Second}, ratelimit.WithClock(c))
 	perTenant, _ := ratelimit.New(ratelimit.SlidingWindow,
 		ratelimit.Limit{Rate: 3, Period: time.Minute}, ratelimit.WithClock(c))
-	tiers, _ := ratelimit.All(perKey, perTenant)
+	tiers, err := ratelimit.All(perKey, perTenant)
+	if err != nil {
+		panic(err)
+	}
 	ctx := context.Background()
 	each := make([]ratelimit.Result, 2)
 	for range 4 {
@@ -153,7 +162,10 @@ func ExampleWithShadow() {
 // is never released expires.
 func ExampleConcurrency() {
 	c := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	conc, _ := ratelimit.NewConcurrency(2, ratelimit.WithClock(c), ratelimit.WithLease(30*time.Second))
+	conc, err := ratelimit.NewConcurrency(2, ratelimit.WithClock(c), ratelimit.WithLease(30*time.Second))
+	if err != nil {
+		panic(err)
+	}
 	ctx := context.Background()
 	a, _, _ := conc.Acquire(ctx, "tenant:acme")
 	_, _, _ = conc.Acquire(ctx, "tenant:acme") // a handler that crashes and never releases
@@ -189,7 +201,10 @@ func ExampleWithMaxKeys() {
 // Policy.Decide is the whole arithmetic, as a pure function over a key's
 // state: what a Store must reproduce.
 func ExamplePolicy_Decide() {
-	p, _ := ratelimit.NewPolicy(ratelimit.GCRA, ratelimit.Limit{Rate: 1, Period: time.Second, Burst: 2})
+	p, err := ratelimit.NewPolicy(ratelimit.GCRA, ratelimit.Limit{Rate: 1, Period: time.Second, Burst: 2})
+	if err != nil {
+		panic(err)
+	}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 	var s ratelimit.State // a fresh key
 	for range 3 {

@@ -46,24 +46,26 @@ type throttleConfig struct {
 	seeded bool
 }
 
-// ThrottleClock sets the clock (default clock.System()).
-func ThrottleClock(c clock.Clock) ThrottleOption { return func(t *throttleConfig) { t.clock = c } }
+// WithThrottleClock sets the clock (default clock.System()).
+func WithThrottleClock(c clock.Clock) ThrottleOption { return func(t *throttleConfig) { t.clock = c } }
 
-// ThrottleK sets K, the multiple of the accepted rate still sent (default 2;
+// WithThrottleK sets K, the multiple of the accepted rate still sent (default 2;
 // at least 1).
-func ThrottleK(k float64) ThrottleOption { return func(t *throttleConfig) { t.k = k } }
+func WithThrottleK(k float64) ThrottleOption { return func(t *throttleConfig) { t.k = k } }
 
-// ThrottleWindow sets the sliding window (default 10 s, kept in 20
+// WithThrottleWindow sets the sliding window (default 10 s, kept in 20
 // buckets). The SRE book's throttle remembers 2 minutes; sluice's shedder
 // lets refused work back in within about 3 s of the overload ending (its
 // Retry-After), and a client that remembered the overload for minutes would
 // go on refusing locally, on an idle server, long after that. Ten seconds
 // is about three of the shedder's relax times, and holds enough requests
 // at modest rates to estimate the accepted share.
-func ThrottleWindow(d time.Duration) ThrottleOption { return func(t *throttleConfig) { t.window = d } }
+func WithThrottleWindow(d time.Duration) ThrottleOption {
+	return func(t *throttleConfig) { t.window = d }
+}
 
-// ThrottleSeed makes the local refusals reproducible (default: random).
-func ThrottleSeed(seed uint64) ThrottleOption {
+// WithThrottleSeed makes the local refusals reproducible (default: random).
+func WithThrottleSeed(seed uint64) ThrottleOption {
 	return func(t *throttleConfig) { t.seed, t.seeded = seed, true }
 }
 
@@ -77,7 +79,7 @@ func NewThrottle(opts ...ThrottleOption) (*Throttle, error) {
 	}
 	var errs []error
 	if cfg.clock == nil {
-		errs = append(errs, errors.New("sluice/shed: ThrottleClock(nil)"))
+		errs = append(errs, errors.New("sluice/shed: WithThrottleClock(nil)"))
 	}
 	if !(cfg.k >= 1 && cfg.k <= 100) {
 		errs = append(errs, fmt.Errorf("sluice/shed: throttle K %v: must be in [1, 100]", cfg.k))

@@ -14,7 +14,10 @@ import (
 // decision says whether it was shed and when to come back.
 func Example() {
 	c := clock.NewManual(time.Unix(0, 0))
-	gate, _ := adaptive.New(adaptive.Fixed(2), adaptive.WithClock(c))
+	gate, err := adaptive.New(adaptive.Fixed(2), adaptive.WithClock(c))
+	if err != nil {
+		panic(err)
+	}
 	s, err := shed.New(gate, shed.WithReserve(0.5), shed.WithClock(c))
 	if err != nil {
 		panic(err)
@@ -44,7 +47,10 @@ func Example() {
 // out of CPU and the lowest priorities are shed before the gate even fills.
 // A gate full of requests waiting on a slow dependency does not trigger it.
 func ExampleSchedulerLatency() {
-	gate, _ := adaptive.New(gradient.New())
+	gate, err := adaptive.New(gradient.New())
+	if err != nil {
+		panic(err)
+	}
 	sat, err := shed.SchedulerLatency(0.99, 5*time.Millisecond)
 	if err != nil {
 		panic(err)
@@ -52,4 +58,26 @@ func ExampleSchedulerLatency() {
 	s, err := shed.New(gate, shed.WithSaturation(sat))
 	fmt.Println(err == nil, s.Cutoff() == shed.Levels())
 	// Output: true true
+}
+
+// A user id hashed once per request gives the shedder the user's cohort:
+// when the shedder must refuse some sheddable work, it refuses whole users
+// (the same ones in every replica) rather than half of everyone's requests.
+func ExampleUserHash() {
+	gate, err := adaptive.New(adaptive.Fixed(10))
+	if err != nil {
+		panic(err)
+	}
+	shedder, err := shed.New(gate)
+	if err != nil {
+		panic(err)
+	}
+	user := shed.UserHash("account:4711")
+	fmt.Println(user == shed.UserHash("account:4711"))
+	tok, d := shedder.TryAcquire(shed.Sheddable, user)
+	fmt.Println(d.Admitted)
+	tok.Success()
+	// Output:
+	// true
+	// true
 }

@@ -326,7 +326,7 @@ func TestValidation(t *testing.T) {
 
 func TestThrottle(t *testing.T) {
 	c := clock.NewManual(t0)
-	th, err := NewThrottle(ThrottleClock(c), ThrottleK(2), ThrottleSeed(1), ThrottleWindow(time.Second))
+	th, err := NewThrottle(WithThrottleClock(c), WithThrottleK(2), WithThrottleSeed(1), WithThrottleWindow(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +359,7 @@ func TestThrottle(t *testing.T) {
 	if p := th.RejectProbability(Sheddable); p != 0 {
 		t.Fatalf("reject probability %v after the window passed", p)
 	}
-	if _, err := NewThrottle(ThrottleK(0.5)); err == nil {
+	if _, err := NewThrottle(WithThrottleK(0.5)); err == nil {
 		t.Fatal("K below 1 accepted")
 	}
 }
@@ -590,7 +590,7 @@ func TestIdleRelaxes(t *testing.T) {
 // (the SRE book's two minutes would keep it refusing locally).
 func TestThrottleDefaultForgetsAnOverload(t *testing.T) {
 	c := clock.NewManual(t0)
-	th, err := NewThrottle(ThrottleClock(c), ThrottleSeed(1))
+	th, err := NewThrottle(WithThrottleClock(c), WithThrottleSeed(1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -191,7 +191,7 @@ func Run(sc Scenario, spec PolicySpec, seed uint64) (*Result, error) {
 	e.floor = floorOf(pol)
 	e.fluid = newFluidBound(&s, e.srv.pauses)
 	if k := s.Retry.Throttle; k > 0 {
-		if e.throttle, err = shed.NewThrottle(shed.ThrottleClock(e.clk), shed.ThrottleK(k), shed.ThrottleSeed(seed)); err != nil {
+		if e.throttle, err = shed.NewThrottle(shed.WithThrottleClock(e.clk), shed.WithThrottleK(k), shed.WithThrottleSeed(seed)); err != nil {
 			return nil, err
 		}
 	}

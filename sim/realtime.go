@@ -176,7 +176,7 @@ func runRealtime(sc Scenario, spec PolicySpec, seed uint64, scale float64) (*Res
 	// on an engine that does nothing else.
 	if k := s.Retry.Throttle; k > 0 {
 		// As Run's, on the clock the policy reads (wall time).
-		if rt.throttle, err = shed.NewThrottle(shed.ThrottleClock(clock.System()), shed.ThrottleK(k), shed.ThrottleSeed(seed)); err != nil {
+		if rt.throttle, err = shed.NewThrottle(shed.WithThrottleClock(clock.System()), shed.WithThrottleK(k), shed.WithThrottleSeed(seed)); err != nil {
 			return nil, rtStats{}, err
 		}
 	}

@@ -234,7 +234,7 @@ func (g *demoGuards) httpMiddleware() (func(http.Handler) http.Handler, error) {
 		return nil, err
 	}
 	shedMW, err := interceptors.ShedMiddleware(g.shedder, interceptors.WithHTTPUser(func(r *http.Request) uint64 {
-		return interceptors.UserHash(r.Header.Get(demoUserHeader))
+		return shed.UserHash(r.Header.Get(demoUserHeader))
 	}))
 	if err != nil {
 		return nil, err
@@ -257,7 +257,7 @@ func (g *demoGuards) grpcInterceptors() ([]grpc.UnaryServerInterceptor, []grpc.S
 		if vs := metadata.ValueFromIncomingContext(ctx, demoUserHeader); len(vs) > 0 {
 			id = vs[0]
 		}
-		return interceptors.UserHash(id)
+		return shed.UserHash(id)
 	}))
 	if err != nil {
 		return nil, nil, err

@@ -16,6 +16,10 @@ func TestRun(t *testing.T) {
 		{[]string{"sim", "-list"}, 0, "priorities-retries"},
 		{[]string{"sim", "-policy", "bogus"}, 2, `unknown policy "bogus"`},
 		{[]string{"demo", "-h"}, 0, "adaptive"},
+		{[]string{"sim", "-h"}, 0, "sluice sim -explain capacity-drop"},
+		{[]string{"sim", "-explain", "no-harm", "-policy", "static"}, 0, "completed in time"},
+		{[]string{"sim", "stray"}, 2, `unexpected argument "stray"`},
+		{[]string{"sim", "-targets"}, 0, "time to the new optimum ≤ 2.0 s: from the capacity drop"},
 		{nil, 2, "usage"},
 		{[]string{"bogus"}, 2, `unknown command "bogus"`},
 	}

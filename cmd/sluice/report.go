@@ -45,11 +45,13 @@ var summaryHeader = []string{"scenario", "policy", "goodput %", "phase goodput %
 	"rejected %", "settle", "limit CoV", "verdict", "failed targets"}
 
 func summaryCells(s sim.Scenario, r *sim.Result) []string {
+	// Settling is shown where a target judges it (the steps): elsewhere
+	// goodput at the phase's end is too noisy to stay within ±5% for two
+	// seconds, and the figure would read as a failure it is not.
 	settle := "-"
-	if s.Change > 0 {
-		settle = "never"
-		if r.SettleIntervals >= 0 {
-			settle = fmt.Sprint(r.SettleIntervals)
+	for i, t := range s.Targets {
+		if t.Metric == "settle_intervals" && i < len(r.Targets) {
+			settle = figureOf(t.Metric).format(s, r.SLOms, r.Targets[i].Value)
 		}
 	}
 	phase := "-"
@@ -76,8 +78,8 @@ func failedTargets(r *sim.Result) []string {
 }
 
 const summaryNote = `goodput = completions within SLO per second, as % of nominal capacity; phase goodput: during the change
-(surge, capacity drop, ...); settle in 100 ms control intervals. Targets are the adaptive targets of each scenario;
-the baselines none and static are expected to fail some of them.`
+(surge, capacity drop, ...); settle: time until p99 and goodput settle, where a target judges it. Targets are the
+adaptive targets of each scenario; the baselines (none, static, aimd) are expected to fail some of them.`
 
 // writeReport writes report.md and one figure per scenario (SVG and PNG)
 // into dir. The output depends only on the run set: the same seed gives the
@@ -132,6 +134,9 @@ func writeMarkdown(w io.Writer, rs *runSet) {
 				mdRow(w, append([]string{s.Name, p.Name, "error: " + err.Error()}, make([]string, len(summaryHeader)-3)...)...)
 				continue
 			}
+			if rs.results[i][j] == nil {
+				continue // a policy that runs only on some scenarios (the shedders)
+			}
 			mdRow(w, summaryCells(s, rs.results[i][j])...)
 		}
 	}
@@ -176,6 +181,9 @@ func writeScenario(w io.Writer, s sim.Scenario, pols []sim.PolicySpec, results [
 	for j, p := range pols {
 		if errs[j] != nil {
 			mdRow(w, append([]string{p.Name, "error: " + errs[j].Error()}, make([]string, len(summaryHeader)-3)...)...)
+			continue
+		}
+		if results[j] == nil {
 			continue
 		}
 		mdRow(w, summaryCells(s, results[j])[1:]...)
@@ -297,37 +305,26 @@ func priorityName(p int) string {
 
 func howToRead(s sim.Scenario, ref *sim.Result) string {
 	var b strings.Builder
-	if len(s.Classes) > 1 {
-		b.WriteString("How to read the figure: the four panels share the time axis (seconds); ")
-	} else {
-		b.WriteString("How to read the figure: the three panels share the time axis (seconds); ")
-	}
+	b.WriteString("How to read the figure: the panels share the time axis (seconds); ")
 	if s.Warmup > 0 {
 		b.WriteString("the grey band is the warm-up, ")
 	}
 	if len(scenarioEvents(s)) > 0 {
-		b.WriteString("dotted vertical lines mark the moments listed above, ")
+		b.WriteString("dotted vertical lines mark the moments listed above (labelled above the panels), ")
 	}
-	b.WriteString("and each policy keeps its colour in every panel. ")
+	fmt.Fprintf(&b, "each policy keeps its colour and marker in every panel, the recommended ones drawn thicker and on top, "+
+		"and every line is a mean over %s. ", fmtSeconds(smoothing))
 	b.WriteString("Top: requests in flight (solid) and the policy's concurrency limit (dashed; `none` has no limit). ")
-	second, third := "Middle", "Bottom"
-	if len(s.Classes) > 1 {
-		second, third = "Second", "Third"
-	}
-	fmt.Fprintf(&b, "%s: p99 latency of the requests completed in each %s interval (one dot per interval) against the SLO (black dashed, %g ms); "+
+	fmt.Fprintf(&b, "Middle: p99 latency of the requests completed in each %s interval against the SLO (black dash-dot, %g ms); "+
 		"values above %g ms (%d× SLO) are drawn at the top edge. ",
-		second, fmtSeconds(seriesInterval(s, ref)), ref.SLOms, p99CapFactor*ref.SLOms, p99CapFactor)
-	b.WriteString(third + ": goodput, the completions within the SLO per second (solid, upwards), and rejections per second " +
-		"(dotted, drawn downwards from zero so they never hide goodput), against the server's capacity (black dashed) " +
-		"and the offered load (grey). ")
+		fmtSeconds(seriesInterval(s, ref)), ref.SLOms, p99CapFactor*ref.SLOms, p99CapFactor)
+	b.WriteString("Third: goodput, the completions within the SLO per second (solid, upwards), and rejections per second " +
+		"(dotted, drawn downwards from zero so they never hide goodput), against the capacity actually available " +
+		"(black dash-dot: it drops when the server slows down) and the offered load (grey; with retrying clients, each policy's attempts in its own colour, light). ")
 	if len(s.Classes) > 1 {
-		fmt.Fprintf(&b, "Bottom: for each priority (one line style each, named in the key; 0 is the most important), "+
-			"the share of its attempts that succeeded within the SLO, pooled over %s windows; "+
-			"a priority shedder keeps the important lines near 100%% and sheds from the least important up; "+
-			"a line below 100%% while the offered load is under capacity means work refused that the server could have taken, "+
-			"or a priority whose requests are too slow for the SLO; a line that stops: no attempts of that priority reached the server "+
-			"(the clients' throttle refused them all locally). ",
-			fmtSeconds(max(1, successWindow/seriesInterval(s, ref))*seriesInterval(s, ref)))
+		b.WriteString("Bottom: one panel per priority (0 is the most important): each policy's goodput of that priority as a share of " +
+			"the priority's demand (the first attempts the scenario schedules for it). A priority shedder keeps the important " +
+			"priorities near 100% and sheds from the least important up; a request the clients' own throttle never sent counts as not served. ")
 	}
 	b.WriteString("A policy that holds up keeps goodput close to the lesser of offered load and capacity and p99 under the SLO, " +
 		"rejecting only the excess; a collapse shows as in-flight climbing, p99 pinned at the top and goodput falling towards zero.")
@@ -485,36 +482,83 @@ func scenarioEvents(s sim.Scenario) []event {
 
 const p99CapFactor = 5 // the p99 panel is clipped at this multiple of the SLO
 
+// smoothing is the window over which the figure averages the 100 ms
+// intervals of a run, so that policies a few percent apart can be told
+// apart through the Poisson noise.
+const smoothing = time.Second
+
 // Figure geometry.
 var (
-	figW      = 10 * vg.Inch
-	figH      = 11 * vg.Inch // three panels
-	prioH     = 3 * vg.Inch  // the fourth panel, with several priorities
-	headerH   = 1.25 * vg.Inch
-	keyRowH   = vg.Points(20) // a row of the key
-	figDPI    = 110
-	colorGrey = color.Gray{Y: 140}
-	colorBand = color.Gray{Y: 235}
+	figW       = 10 * vg.Inch
+	figH       = 11 * vg.Inch // three panels
+	prioH      = 5 * vg.Inch  // the panels per priority, two by two
+	headerH    = 1.25 * vg.Inch
+	eventStrip = vg.Points(16) // the labels of the moments, above the panels
+	keyRowH    = vg.Points(20) // a row of the key
+	figDPI     = 110
+	colorGrey  = color.Gray{Y: 140}
+	colorBand  = color.Gray{Y: 235}
 )
 
-// policyColors is a colour-blind-safe palette (Okabe and Ito), one colour
-// per policy in the order the policies were selected.
-var policyColors = []color.Color{
-	color.RGBA{R: 0xD5, G: 0x5E, B: 0x00, A: 0xFF}, // vermillion
-	color.RGBA{R: 0x00, G: 0x72, B: 0xB2, A: 0xFF}, // blue
-	color.RGBA{R: 0x00, G: 0x9E, B: 0x73, A: 0xFF}, // bluish green
-	color.RGBA{R: 0xCC, G: 0x79, B: 0xA7, A: 0xFF}, // reddish purple
-	color.RGBA{R: 0xE6, G: 0x9F, B: 0x00, A: 0xFF}, // orange
-	color.RGBA{R: 0x56, G: 0xB4, B: 0xE9, A: 0xFF}, // sky blue
-	color.RGBA{R: 0x00, G: 0x00, B: 0x00, A: 0xFF}, // black
+// policyLook is how a policy is drawn in every panel: a colour of the
+// colour-blind-safe Okabe-Ito palette, a marker shape repeated along its
+// lines (so policies can be told apart without colour, and a line lying on
+// an axis stays visible), and a rank: baselines are drawn first, the
+// recommended policies last, on top.
+type policyLook struct {
+	color color.Color
+	glyph draw.GlyphDrawer
+	rank  int
+	bold  bool // a recommended policy: a thicker line
 }
 
-func policyColor(i int) color.Color { return policyColors[i%len(policyColors)] }
-
 var (
-	dashed = []vg.Length{vg.Points(6), vg.Points(3)}
-	dotted = []vg.Length{vg.Points(1.5), vg.Points(2)}
+	okVermillion = color.RGBA{R: 0xD5, G: 0x5E, B: 0x00, A: 0xFF}
+	okBlue       = color.RGBA{R: 0x00, G: 0x72, B: 0xB2, A: 0xFF}
+	okGreen      = color.RGBA{R: 0x00, G: 0x9E, B: 0x73, A: 0xFF}
+	okPurple     = color.RGBA{R: 0xCC, G: 0x79, B: 0xA7, A: 0xFF}
+	okOrange     = color.RGBA{R: 0xE6, G: 0x9F, B: 0x00, A: 0xFF}
+	okSky        = color.RGBA{R: 0x56, G: 0xB4, B: 0xE9, A: 0xFF}
+	okBlack      = color.RGBA{A: 0xFF}
 )
+
+var policyLooks = map[string]policyLook{
+	"none":             {okVermillion, draw.CrossGlyph{}, 0, false},
+	"static":           {okSky, draw.SquareGlyph{}, 1, false},
+	"aimd":             {okPurple, draw.TriangleGlyph{}, 2, false},
+	"gradient-default": {color.Gray{Y: 110}, draw.PlusGlyph{}, 3, false},
+	"vegas-default":    {color.RGBA{R: 0x88, G: 0x66, B: 0x22, A: 0xFF}, draw.PyramidGlyph{}, 3, false},
+	"vegas":            {okGreen, draw.BoxGlyph{}, 4, false},
+	"gradient":         {okBlue, draw.CircleGlyph{}, 5, true},
+	"shed-vegas":       {okOrange, draw.RingGlyph{}, 6, false},
+	"shed-gradient":    {okBlack, draw.CircleGlyph{}, 7, true},
+}
+
+// fallbackLooks serve policies without a look of their own, in order.
+var fallbackLooks = []policyLook{
+	{okBlue, draw.CircleGlyph{}, 5, false}, {okVermillion, draw.CrossGlyph{}, 5, false},
+	{okGreen, draw.BoxGlyph{}, 5, false}, {okPurple, draw.TriangleGlyph{}, 5, false},
+	{okOrange, draw.RingGlyph{}, 5, false}, {okSky, draw.SquareGlyph{}, 5, false}, {okBlack, draw.PlusGlyph{}, 5, false},
+}
+
+func lookOf(name string, i int) policyLook {
+	if l, ok := policyLooks[name]; ok {
+		return l
+	}
+	return fallbackLooks[i%len(fallbackLooks)]
+}
+
+// Line styles: the semantics of a line (what it measures) is its dash
+// pattern, the policy its colour and marker.
+var (
+	dashed  = []vg.Length{vg.Points(6), vg.Points(3)}                             // a policy's limit
+	dotted  = []vg.Length{vg.Points(1.5), vg.Points(2)}                           // rejections
+	dashDot = []vg.Length{vg.Points(9), vg.Points(3), vg.Points(2), vg.Points(3)} // an objective: SLO, capacity
+)
+
+// objectiveStyle draws the SLO and the capacity available: black, thicker,
+// dash-dot, never a policy's colour or pattern.
+var objectiveStyle = draw.LineStyle{Color: color.Black, Width: vg.Points(1.6), Dashes: dashDot}
 
 func sans(size vg.Length) font.Font {
 	return font.From(font.Font{Typeface: "Liberation", Variant: "Sans"}, size)
@@ -551,11 +595,20 @@ func writeFigure(dir string, s sim.Scenario, pols []sim.PolicySpec, results []*s
 	return nil
 }
 
-// series is one policy's run as drawn: its colour and points.
+// series is one policy's run as drawn.
 type series struct {
 	name  string
-	color color.Color
+	look  policyLook
+	phase float64 // where along the time axis its markers start, as a share of their spacing
 	r     *sim.Result
+}
+
+// width is the line width of the series' main lines.
+func (sr series) width() vg.Length {
+	if sr.look.bold {
+		return vg.Points(2.2)
+	}
+	return vg.Points(1.4)
 }
 
 func drawFigure(dc draw.Canvas, s sim.Scenario, pols []sim.PolicySpec, results []*sim.Result) {
@@ -565,12 +618,17 @@ func drawFigure(dc draw.Canvas, s sim.Scenario, pols []sim.PolicySpec, results [
 	var ss []series
 	for j, r := range results {
 		if r != nil && len(r.Series) > 0 {
-			ss = append(ss, series{pols[j].Name, policyColor(j), r})
+			ss = append(ss, series{name: pols[j].Name, look: lookOf(pols[j].Name, j), r: r})
 		}
 	}
 	if len(ss) == 0 {
 		return
 	}
+	for i := range ss {
+		ss[i].phase = (float64(i) + 0.5) / float64(len(ss))
+	}
+	key := slices.Clone(ss) // the key in the order the policies were selected
+	slices.SortStableFunc(ss, func(a, b series) int { return cmp.Compare(a.look.rank, b.look.rank) })
 	xmax := s.Duration.Seconds()
 	evs := scenarioEvents(s)
 
@@ -592,19 +650,22 @@ func drawFigure(dc draw.Canvas, s sim.Scenario, pols []sim.PolicySpec, results [
 		prios = classPriorities(s)
 		header += keyRowH
 	}
-	drawKey(dc, min(y, dc.Max.Y-vg.Points(30))-vg.Points(10), ss, prios)
+	drawKey(dc, min(y, dc.Max.Y-vg.Points(30))-vg.Points(10), key, prios, xmax)
 
-	body := draw.Crop(dc, 0, 0, 0, -header)
-	panels := [][]*plot.Plot{{concurrencyPanel(s, ss)}, {latencyPanel(s, ss)}, {ratePanel(s, ss)}}
+	body := draw.Crop(dc, 0, 0, 0, -header-eventStrip)
+	var grid draw.Canvas
 	if len(prios) > 0 {
-		panels = append(panels, []*plot.Plot{prioPanel(s, ss, prios)})
+		grid = draw.Crop(body, 0, 0, 0, -(body.Max.Y - body.Min.Y - prioH))
+		body = draw.Crop(body, 0, 0, prioH, 0)
 	}
+	panels := [][]*plot.Plot{{concurrencyPanel(s, ss)}, {latencyPanel(s, ss)}, {ratePanel(s, ss)}}
+	last := len(panels) - 1
 	for i, row := range panels {
 		p := row[0]
 		p.X.Min, p.X.Max = 0, xmax
-		p.Add(eventLines{evs, i == 0})
-		p.X.Tick.Marker = timeTicks(xmax, i < len(panels)-1)
-		if i == len(panels)-1 {
+		p.Add(eventLines{evs})
+		p.X.Tick.Marker = timeTicks(xmax, i < last)
+		if i == last {
 			p.X.Label.Text = "time (s)"
 		}
 	}
@@ -612,6 +673,35 @@ func drawFigure(dc draw.Canvas, s sim.Scenario, pols []sim.PolicySpec, results [
 	cs := plot.Align(panels, tiles, body)
 	for i := range panels {
 		panels[i][0].Draw(cs[i][0])
+	}
+	// The moments' labels sit in a strip of their own above the panels,
+	// where they cannot cover data.
+	drawEventLabels(cs[0][0], panels[0][0], evs, body.Max.Y+eventStrip/2)
+
+	if len(prios) > 0 {
+		drawPrioGrid(grid, s, ss, prios, evs, xmax)
+	}
+}
+
+// drawEventLabels writes each moment's label at height y, over its line.
+func drawEventLabels(c draw.Canvas, p *plot.Plot, evs []event, y vg.Length) {
+	trX, _ := p.Transforms(&c)
+	st := textStyle(10)
+	st.Color = color.Gray{Y: 20}
+	prevEnd := vg.Length(math.Inf(-1))
+	for _, ev := range evs {
+		x := trX(ev.at.Seconds())
+		w := st.Width(ev.short)
+		st.XAlign = draw.XCenter
+		lx := x
+		if lx+w/2 > c.Max.X {
+			st.XAlign, lx = draw.XRight, x
+		}
+		if lx-w/2 < prevEnd { // crowded: the next label steps right
+			lx = prevEnd + w/2 + vg.Points(4)
+		}
+		c.FillText(st, vg.Point{X: lx, Y: y}, ev.short)
+		prevEnd = lx + w/2
 	}
 }
 
@@ -633,58 +723,44 @@ func wrap(st text.Style, txt string, w vg.Length) []string {
 	return append(lines, line)
 }
 
-// drawKey draws the legend shared by the panels: a colour per policy and
-// what each line style means; with prios, a row for the line style of each
-// priority in the success panel.
-func drawKey(dc draw.Canvas, y vg.Length, ss []series, prios []int) {
+// drawKey draws the legend shared by the panels: each policy's colour and
+// marker, and what each line style means.
+func drawKey(dc draw.Canvas, y vg.Length, ss []series, prios []int, xmax float64) {
 	st := textStyle(11)
 	x := dc.Min.X + vg.Points(14)
-	sw := vg.Points(26)
-	item := func(ls draw.LineStyle, label string) {
+	sw := vg.Points(30)
+	item := func(ls draw.LineStyle, g draw.GlyphDrawer, label string) {
 		dc.StrokeLine2(ls, x, y, x+sw, y)
+		if g != nil {
+			dc.DrawGlyph(draw.GlyphStyle{Color: ls.Color, Radius: vg.Points(3.5), Shape: g}, vg.Point{X: x + sw/2, Y: y})
+		}
 		x += sw + vg.Points(5)
 		dc.FillText(st, vg.Point{X: x, Y: y}, label)
 		x += st.Width(label) + vg.Points(16)
 	}
 	for _, s := range ss {
-		item(draw.LineStyle{Color: s.color, Width: vg.Points(2.5)}, s.name)
+		item(draw.LineStyle{Color: s.look.color, Width: s.width()}, s.look.glyph, s.name)
 	}
 	y -= keyRowH
 	x = dc.Min.X + vg.Points(14)
-	black := color.Black
-	item(draw.LineStyle{Color: black, Width: vg.Points(1.5)}, "in flight / goodput")
-	item(draw.LineStyle{Color: black, Width: vg.Points(1.5), Dashes: dashed}, "limit")
-	item(draw.LineStyle{Color: black, Width: vg.Points(1.5), Dashes: dotted}, "rejections")
-	item(draw.LineStyle{Color: colorGrey, Width: vg.Points(1.5)}, "offered load")
-	item(draw.LineStyle{Color: black, Width: vg.Points(1), Dashes: dashed}, "SLO / capacity")
+	grey := color.Gray{Y: 60}
+	item(draw.LineStyle{Color: grey, Width: vg.Points(1.5)}, nil, "in flight / goodput")
+	item(draw.LineStyle{Color: grey, Width: vg.Points(1.5), Dashes: dashed}, nil, "limit")
+	item(draw.LineStyle{Color: grey, Width: vg.Points(1.5), Dashes: dotted}, nil, "rejections")
+	item(draw.LineStyle{Color: colorGrey, Width: vg.Points(1)}, nil, "offered")
+	item(objectiveStyle, nil, "SLO / capacity available")
 	dc.FillPolygon(colorBand, []vg.Point{{X: x, Y: y - vg.Points(6)}, {X: x + sw, Y: y - vg.Points(6)},
 		{X: x + sw, Y: y + vg.Points(6)}, {X: x, Y: y + vg.Points(6)}})
 	x += sw + vg.Points(5)
 	dc.FillText(st, vg.Point{X: x, Y: y}, "warm-up")
-	if len(prios) == 0 {
-		return
-	}
 	y -= keyRowH
 	x = dc.Min.X + vg.Points(14)
-	lead := "success by priority (bottom panel):"
-	dc.FillText(st, vg.Point{X: x, Y: y}, lead)
-	x += st.Width(lead) + vg.Points(10)
-	for _, p := range prios {
-		item(prioStyle(p, black), priorityName(p))
+	note := fmt.Sprintf("Lines are means over %s; policies in colour and marker; the moments are dotted lines, labelled above.", fmtSeconds(smoothing))
+	if len(prios) > 0 {
+		note += " Bottom: one panel per priority."
 	}
-}
-
-// prioDashes gives each priority its line style in the success panel:
-// solid for 0, the most important, then ever sparser dashes.
-var prioDashes = [sim.MaxPriorities][]vg.Length{
-	nil,
-	{vg.Points(7), vg.Points(3)},
-	{vg.Points(2), vg.Points(2.5)},
-	{vg.Points(7), vg.Points(2.5), vg.Points(1.5), vg.Points(2.5)},
-}
-
-func prioStyle(p int, c color.Color) draw.LineStyle {
-	return draw.LineStyle{Color: c, Width: vg.Points(1.5), Dashes: prioDashes[p%len(prioDashes)]}
+	st.Color = color.Gray{Y: 60}
+	dc.FillText(st, vg.Point{X: x, Y: y}, note)
 }
 
 // newPanel makes a panel with the warm-up band and a grid underneath what
@@ -710,6 +786,53 @@ func newPanel(s sim.Scenario, title, ylabel string) *plot.Plot {
 	return p
 }
 
+// smooth returns f over the series as means over windows of smoothing,
+// centred on each point; points where f has no value (ok false) are
+// skipped, and a window without values gives no point.
+func smooth(s sim.Scenario, r *sim.Result, f func(sim.Point) (float64, bool)) plotter.XYs {
+	pts := r.Series
+	w := max(1, int(smoothing/seriesInterval(s, r)))
+	var xy plotter.XYs
+	for i, pt := range pts {
+		lo, hi := max(0, i-w/2), min(len(pts), i-w/2+w)
+		var sum float64
+		n := 0
+		for _, o := range pts[lo:hi] {
+			if v, ok := f(o); ok {
+				sum += v
+				n++
+			}
+		}
+		if n > 0 {
+			xy = append(xy, plotter.XY{X: pt.T.Seconds(), Y: sum / float64(n)})
+		}
+	}
+	return xy
+}
+
+// addSeries draws a policy's line with its markers, spaced so that about
+// ten sit along the time axis, shifted per policy so that they do not
+// coincide.
+func addSeries(p *plot.Plot, sr series, xy plotter.XYs, ls draw.LineStyle, xmax float64) {
+	addLine(p, xy, ls)
+	if sr.look.glyph == nil || len(xy) == 0 {
+		return
+	}
+	step := xmax / 10
+	var marks plotter.XYs
+	next := step * sr.phase
+	for _, pt := range xy {
+		if pt.X >= next {
+			marks = append(marks, pt)
+			next += step
+		}
+	}
+	if sc, err := plotter.NewScatter(marks); err == nil {
+		sc.GlyphStyle = draw.GlyphStyle{Color: ls.Color, Radius: vg.Points(3.5), Shape: sr.look.glyph}
+		p.Add(sc)
+	}
+}
+
 // concurrencyPanel: in-flight (solid) and limit (dashed) per policy. When an
 // unbounded policy's in-flight count dwarfs the bounded ones, the axis is
 // logarithmic so that both stay readable.
@@ -724,7 +847,7 @@ func concurrencyPanel(s sim.Scenario, ss []series) *plot.Plot {
 		}
 	}
 	logY := maxBounded > 0 && maxAll > 10*maxBounded
-	title := "requests in flight (solid) and concurrency limit (dashed)"
+	title := "requests in flight (solid) and the policy's concurrency limit (dashed)"
 	if logY {
 		title += ", log scale"
 	}
@@ -735,176 +858,260 @@ func concurrencyPanel(s sim.Scenario, ss []series) *plot.Plot {
 		p.Y.Scale = plot.LogScale{}
 		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	}
+	xmax := s.Duration.Seconds()
+	maxAll = 0 // the frame fits what is drawn: smoothed in-flight, limits
 	for _, sr := range ss {
-		var inf, lim plotter.XYs
+		inf := smooth(s, sr.r, func(pt sim.Point) (float64, bool) { return max(float64(pt.InFlight), floor), true })
+		for _, pt := range inf {
+			maxAll = max(maxAll, pt.Y)
+		}
 		for _, pt := range sr.r.Series {
-			x := pt.T.Seconds()
-			inf = append(inf, plotter.XY{X: x, Y: max(float64(pt.InFlight), floor)})
+			maxAll = max(maxAll, float64(pt.Limit))
+		}
+		var lim plotter.XYs
+		for _, pt := range sr.r.Series {
 			if pt.Limit >= 0 {
-				lim = append(lim, plotter.XY{X: x, Y: max(float64(pt.Limit), floor)})
+				lim = append(lim, plotter.XY{X: pt.T.Seconds(), Y: max(float64(pt.Limit), floor)})
 			}
 		}
-		addLine(p, inf, draw.LineStyle{Color: sr.color, Width: vg.Points(1.2)})
+		addSeries(p, sr, inf, draw.LineStyle{Color: sr.look.color, Width: sr.width()}, xmax)
 		if len(lim) > 0 {
-			addLine(p, lim, draw.LineStyle{Color: sr.color, Width: vg.Points(1.8), Dashes: dashed})
+			addLine(p, lim, draw.LineStyle{Color: sr.look.color, Width: vg.Points(1.6), Dashes: dashed})
 		}
 	}
 	if logY {
-		p.Y.Min, p.Y.Max = 1, maxAll*3 // room for the event labels
+		p.Y.Min, p.Y.Max = 1, maxAll*1.5
 	} else {
-		p.Y.Min, p.Y.Max = 0, max(maxAll*1.15, 1) // room for the event labels
+		p.Y.Min, p.Y.Max = 0, max(maxAll*1.05, 1)
 	}
 	return p
 }
 
-// latencyPanel: p99 per interval per policy, the SLO, clipped at
-// p99CapFactor × SLO.
+// latencyPanel: p99 per interval per policy, averaged over the smoothing
+// window, against the SLO; clipped at p99CapFactor × SLO.
 func latencyPanel(s sim.Scenario, ss []series) *plot.Plot {
 	slo := ss[0].r.SLOms
 	limit := p99CapFactor * slo
 	var top float64
-	for _, sr := range ss {
-		for _, pt := range sr.r.Series {
-			top = max(top, float64(pt.P99)/1e6)
+	lines := make([]plotter.XYs, len(ss))
+	for i, sr := range ss {
+		lines[i] = smooth(s, sr.r, func(pt sim.Point) (float64, bool) {
+			return min(float64(pt.P99)/1e6, limit), pt.Completed > 0 // an interval without completions has no p99
+		})
+		for _, pt := range lines[i] {
+			top = max(top, pt.Y)
 		}
 	}
-	title := fmt.Sprintf("p99 latency, one dot per %s (SLO %g ms)", fmtSeconds(seriesInterval(s, ss[0].r)), slo)
-	clipped := top > limit
+	title := fmt.Sprintf("p99 latency per %s, mean over %s, against the SLO (dash-dot, %.3g ms)",
+		fmtSeconds(seriesInterval(s, ss[0].r)), fmtSeconds(smoothing), slo)
+	clipped := top >= limit
 	if clipped {
-		title += fmt.Sprintf("; clipped at %d× SLO = %g ms, higher values drawn at the top", p99CapFactor, limit)
+		title += fmt.Sprintf("; above %d× SLO drawn at the top", p99CapFactor)
 	}
 	p := newPanel(s, title, "p99 (ms)")
-	for _, sr := range ss {
-		// One dot per interval: p99 per 100 ms jumps between levels (a slow
-		// request completed in the interval or not), which lines would turn
-		// into a solid block. An interval without completions has no p99.
-		var xy plotter.XYs
-		for _, pt := range sr.r.Series {
-			if pt.Completed > 0 {
-				xy = append(xy, plotter.XY{X: pt.T.Seconds(), Y: min(float64(pt.P99)/1e6, limit)})
-			}
-		}
-		if len(xy) == 0 {
-			continue
-		}
-		sc, err := plotter.NewScatter(xy)
-		if err != nil {
-			continue
-		}
-		sc.GlyphStyle = draw.GlyphStyle{Color: sr.color, Radius: vg.Points(1.3), Shape: draw.CircleGlyph{}}
-		p.Add(sc)
+	xmax := s.Duration.Seconds()
+	for i, sr := range ss {
+		addSeries(p, sr, lines[i], draw.LineStyle{Color: sr.look.color, Width: sr.width()}, xmax)
 	}
-	p.Add(hline{slo, draw.LineStyle{Color: color.Black, Width: vg.Points(1), Dashes: dashed}})
+	p.Add(hline{slo, objectiveStyle})
 	p.Y.Min = 0
 	if clipped {
-		p.Y.Max = limit * 1.03
+		p.Y.Max = limit * 1.04
 	} else {
-		p.Y.Max = max(top, slo) * 1.15
+		p.Y.Max = max(top, slo) * 1.1
 	}
 	return p
 }
 
 // ratePanel: goodput (solid) and rejections (dotted) per second per policy,
-// the offered load (grey), and the server's capacity over time.
+// the offered load, and the capacity actually available over time.
+// Goodput against capacity is the point: a surge's offered load and
+// rejections many times the capacity would flatten it, so the frame stops
+// at twice the capacity and what lies beyond is drawn at the edge.
 func ratePanel(s sim.Scenario, ss []series) *plot.Plot {
-	p := newPanel(s, "per second: goodput (solid) above 0, rejections (dotted) below 0; offered load grey, capacity black dashed",
-		"requests/s")
+	retries := s.Retry.Attempts > 1
+	title := "per second: goodput (solid, upwards), rejections (dotted, downwards), offered (grey), capacity available (dash-dot)"
+	if retries {
+		title = "per second: goodput (solid, up), rejections (dotted, down), attempts (thin), capacity available (dash-dot)"
+	}
+	capacity := capacityLine(ss[0].r)
+	var ceiling float64
+	for _, pt := range capacity {
+		ceiling = max(ceiling, pt.Y)
+	}
+	frame := 2 * ceiling
+	clipped := false
+	clip := func(xy plotter.XYs) plotter.XYs {
+		for i := range xy {
+			if y := max(min(xy[i].Y, frame), -frame); y != xy[i].Y {
+				xy[i].Y, clipped = y, true
+			}
+		}
+		return xy
+	}
+	p := newPanel(s, title, "requests/s")
 	p.Y.Tick.Marker = plainTicks{abs: true}
-	var top, bottom float64
-	// Offered load first, underneath. With retries it differs per policy.
-	for _, sr := range ss {
-		var off plotter.XYs
-		for _, pt := range sr.r.Series {
-			off = append(off, plotter.XY{X: pt.T.Seconds(), Y: pt.Offered})
-			top = max(top, pt.Offered)
+	xmax := s.Duration.Seconds()
+	top, bottom := ceiling, 0.0
+	p.Add(hline{0, draw.LineStyle{Color: color.Gray{Y: 170}, Width: vg.Points(0.6)}})
+	// The offered load, underneath: the same arrivals for every policy
+	// unless clients retry, when each policy's attempts are its own.
+	for i, sr := range ss {
+		if !retries && i > 0 {
+			break
 		}
-		addLine(p, off, draw.LineStyle{Color: colorGrey, Width: vg.Points(1)})
+		off := clip(smooth(s, sr.r, func(pt sim.Point) (float64, bool) { return pt.Offered, true }))
+		for _, pt := range off {
+			top = max(top, pt.Y)
+		}
+		c := color.Color(colorGrey)
+		if retries {
+			r, g, b, _ := sr.look.color.RGBA()
+			c = color.NRGBA{R: uint8(r >> 8), G: uint8(g >> 8), B: uint8(b >> 8), A: 0x70}
+		}
+		addLine(p, off, draw.LineStyle{Color: c, Width: vg.Points(1)})
 	}
-	capacity := capacitySteps(s, ss[0].r.CapacityRPS)
-	addLine(p, capacity, draw.LineStyle{Color: color.Black, Width: vg.Points(1), Dashes: dashed})
-	// Rejections are drawn downwards, so that they never hide goodput (at a
-	// 2× surge both are near capacity).
 	for _, sr := range ss {
-		var good, rej plotter.XYs
+		good := clip(smooth(s, sr.r, func(pt sim.Point) (float64, bool) { return pt.Goodput, true }))
+		rej := clip(smooth(s, sr.r, func(pt sim.Point) (float64, bool) { return -pt.Rejected, true }))
 		anyRej := false
-		for _, pt := range sr.r.Series {
-			x := pt.T.Seconds()
-			good = append(good, plotter.XY{X: x, Y: pt.Goodput})
-			rej = append(rej, plotter.XY{X: x, Y: -pt.Rejected})
-			anyRej = anyRej || pt.Rejected > 0
-			top = max(top, pt.Goodput)
-			bottom = max(bottom, pt.Rejected)
+		for i := range good {
+			top = max(top, good[i].Y)
+			bottom = max(bottom, -rej[i].Y)
+			anyRej = anyRej || rej[i].Y < 0
 		}
-		addLine(p, good, draw.LineStyle{Color: sr.color, Width: vg.Points(1.4)})
+		addSeries(p, sr, good, draw.LineStyle{Color: sr.look.color, Width: sr.width()}, xmax)
 		if anyRej {
-			addLine(p, rej, draw.LineStyle{Color: sr.color, Width: vg.Points(1.6), Dashes: dotted})
+			addLine(p, rej, draw.LineStyle{Color: sr.look.color, Width: vg.Points(1.6), Dashes: dotted})
 		}
 	}
-	p.Add(hline{0, draw.LineStyle{Color: color.Black, Width: vg.Points(0.8)}})
-	top = max(top, ss[0].r.CapacityRPS)
-	p.Y.Min, p.Y.Max = -max(bottom, 0.1*top)*1.1, top*1.1
-	p.Add(corner{"goodput, offered", true}, corner{"rejections", false})
+	// The capacity actually available, on top: what goodput is judged against.
+	addLine(p, capacity, objectiveStyle)
+	if clipped {
+		p.Title.Text += fmt.Sprintf("; beyond %.0f/s at the edge", frame)
+	}
+	p.Y.Min, p.Y.Max = -max(bottom, 0.1*top)*1.08, top*1.08
 	return p
 }
 
-// successWindow is the span over which prioPanel pools an interval with its
-// neighbours: a priority with a tenth of the traffic has only a few dozen
-// attempts per 100 ms interval.
-const successWindow = time.Second
-
-// prioPanel: per policy (colour) and priority (line style), the success
-// of the priority's attempts: goodput ÷ attempts over a centred window of
-// successWindow, in percent.
-func prioPanel(s sim.Scenario, ss []series, prios []int) *plot.Plot {
-	iv := seriesInterval(s, ss[0].r)
-	w := max(1, int(successWindow/iv))
-	p := newPanel(s, fmt.Sprintf("success by priority: goodput ÷ attempts (retries included), %s windows; "+
-		"priorities by line style", fmtSeconds(time.Duration(w)*iv)), "success %")
-	for _, sr := range ss {
-		for _, q := range prios {
-			addLine(p, prioSuccess(sr.r.Series, q, w), prioStyle(q, sr.color))
+// capacityLine is the server's true capacity over the run, requests per
+// second, as the simulator measured it per interval (sim.Point.Capacity),
+// drawn as steps.
+func capacityLine(r *sim.Result) plotter.XYs {
+	var xy plotter.XYs
+	start := 0.0 // where the interval of the point begins
+	for _, pt := range r.Series {
+		c := pt.Capacity
+		if c <= 0 {
+			c = r.CapacityRPS
 		}
+		if n := len(xy); n == 0 {
+			xy = append(xy, plotter.XY{X: start, Y: c})
+		} else if c != xy[n-1].Y {
+			xy = append(xy, plotter.XY{X: start, Y: xy[n-1].Y}, plotter.XY{X: start, Y: c})
+		}
+		start = pt.T.Seconds()
 	}
-	p.Y.Min, p.Y.Max = 0, 105
-	return p
+	if n := len(xy); n > 0 {
+		xy = append(xy, plotter.XY{X: start, Y: xy[n-1].Y})
+	}
+	return xy
 }
 
-// prioSuccess is priority q's success in percent at each point of pts:
-// goodput ÷ attempts summed over the w points around it (from i−w/2, cut
-// at the ends). Points without attempts in their window are left out.
-func prioSuccess(pts []sim.Point, q, w int) plotter.XYs {
+// drawPrioGrid draws one panel per priority, two by two: each policy's
+// goodput of that priority as a share of the priority's demand.
+func drawPrioGrid(c draw.Canvas, s sim.Scenario, ss []series, prios []int, evs []event, xmax float64) {
+	cols := 2
+	rows := (len(prios) + cols - 1) / cols
+	grid := make([][]*plot.Plot, rows)
+	for i := range grid {
+		grid[i] = make([]*plot.Plot, cols)
+	}
+	for k, q := range prios {
+		p := newPanel(s, fmt.Sprintf("priority %s: goodput ÷ demand, %%", priorityName(q)), "")
+		if k%cols == 0 {
+			p.Y.Label.Text = "served %"
+		}
+		p.X.Min, p.X.Max = 0, xmax
+		p.Add(eventLines{evs})
+		p.X.Tick.Marker = timeTicks(xmax, k/cols < rows-1)
+		if k/cols == rows-1 {
+			p.X.Label.Text = "time (s)"
+		}
+		for _, sr := range ss {
+			addSeries(p, sr, prioServed(s, sr.r, q), draw.LineStyle{Color: sr.look.color, Width: sr.width()}, xmax)
+		}
+		p.Add(hline{100, draw.LineStyle{Color: color.Gray{Y: 170}, Width: vg.Points(0.6)}})
+		p.Y.Min, p.Y.Max = 0, 108
+		grid[k/cols][k%cols] = p
+	}
+	for k := len(prios); k < rows*cols; k++ { // an empty cell
+		grid[k/cols][k%cols] = nil
+	}
+	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Points(14), PadY: vg.Points(10), PadTop: vg.Points(14),
+		PadLeft: vg.Points(8), PadRight: vg.Points(18), PadBottom: vg.Points(6)}
+	cs := plot.Align(grid, tiles, c)
+	for i := range grid {
+		for j, p := range grid[i] {
+			if p != nil {
+				p.Draw(cs[i][j])
+			}
+		}
+	}
+}
+
+// prioServed is priority q's goodput as a percentage of its demand — the
+// first attempts the scenario schedules for it (load × nominal capacity ×
+// its share of the classes) — over windows of smoothing, clipped at 100%.
+// Unlike goodput ÷ attempts, it does not rise when clients stop sending
+// (their throttle refusing locally): a request never served counts against
+// the policy that caused it.
+func prioServed(s sim.Scenario, r *sim.Result, q int) plotter.XYs {
+	var share, total float64
+	for _, c := range s.Classes {
+		total += c.Share
+		if c.Priority == q {
+			share += c.Share
+		}
+	}
+	if total == 0 || share == 0 {
+		return nil
+	}
+	share /= total
+	pts := r.Series
+	iv := seriesInterval(s, r)
+	w := max(1, int(smoothing/iv))
 	var xy plotter.XYs
 	for i, pt := range pts {
 		lo, hi := max(0, i-w/2), min(len(pts), i-w/2+w)
-		var good, off float64
+		var good, demand float64
 		for _, o := range pts[lo:hi] {
 			good += o.Prio[q].Goodput
-			off += o.Prio[q].Offered
+			demand += scheduledLoad(s.Load, o.T-iv/2) * r.CapacityRPS * share
 		}
-		if off > 0 {
-			// Goodput lags the attempts it answers: clip the overshoot of
-			// a window with more completions than attempts.
-			xy = append(xy, plotter.XY{X: pt.T.Seconds(), Y: min(100*good/off, 100)})
+		if demand > 0 {
+			xy = append(xy, plotter.XY{X: pt.T.Seconds(), Y: min(100*good/demand, 100)})
 		}
 	}
 	return xy
 }
 
-// capacitySteps is the server's capacity over time: nominal, divided by the
-// service factor of the server changes in force.
-func capacitySteps(s sim.Scenario, nominal float64) plotter.XYs {
-	xy := plotter.XYs{{X: 0, Y: nominal}}
-	cur := nominal
-	for _, c := range s.Server.Changes {
-		next := nominal / c.ServiceFactor
-		if next == cur {
-			continue
-		}
-		x := c.At.Seconds()
-		xy = append(xy, plotter.XY{X: x, Y: cur}, plotter.XY{X: x, Y: next})
-		cur = next
+// scheduledLoad is the load the phases schedule at t, ramps interpolated,
+// as a multiple of capacity (as the simulator reads them).
+func scheduledLoad(ph []sim.Phase, t time.Duration) float64 {
+	if len(ph) == 0 {
+		return 0
 	}
-	return append(xy, plotter.XY{X: s.Duration.Seconds(), Y: cur})
+	i := len(ph) - 1
+	for i > 0 && ph[i].At > t {
+		i--
+	}
+	if i+1 < len(ph) && ph[i+1].Ramp {
+		a, b := ph[i], ph[i+1]
+		f := float64(t-a.At) / float64(b.At-a.At)
+		return a.Load + f*(b.Load-a.Load)
+	}
+	return ph[i].Load
 }
 
 func addLine(p *plot.Plot, xy plotter.XYs, ls draw.LineStyle) {
@@ -987,33 +1194,6 @@ func (t plainTicks) Ticks(lo, hi float64) []plot.Tick {
 	return ts
 }
 
-// corner labels the top (or bottom) right corner of a panel.
-type corner struct {
-	text string
-	top  bool
-}
-
-func (k corner) Plot(c draw.Canvas, _ *plot.Plot) {
-	st := textStyle(9)
-	st.Color = color.Gray{Y: 40}
-	st.XAlign = draw.XRight
-	pt := vg.Point{X: c.Max.X - vg.Points(4), Y: c.Min.Y + vg.Points(4)}
-	st.YAlign = draw.YBottom
-	if k.top {
-		pt.Y = c.Max.Y - vg.Points(4)
-		st.YAlign = draw.YTop
-	}
-	// A white backing keeps the label legible over the reference lines.
-	w, h := st.Width(k.text)+vg.Points(4), st.Height(k.text)+vg.Points(2)
-	y0 := pt.Y - vg.Points(1)
-	if k.top {
-		y0 = pt.Y - h + vg.Points(1)
-	}
-	x0 := pt.X - w + vg.Points(2)
-	c.FillPolygon(color.White, []vg.Point{{X: x0, Y: y0}, {X: x0 + w, Y: y0}, {X: x0 + w, Y: y0 + h}, {X: x0, Y: y0 + h}})
-	c.FillText(st, pt, k.text)
-}
-
 // hline is a horizontal reference line across the panel.
 type hline struct {
 	y  float64
@@ -1037,31 +1217,17 @@ func (b band) Plot(c draw.Canvas, p *plot.Plot) {
 	c.FillPolygon(colorBand, []vg.Point{{X: x0, Y: c.Min.Y}, {X: x1, Y: c.Min.Y}, {X: x1, Y: c.Max.Y}, {X: x0, Y: c.Max.Y}})
 }
 
-// eventLines draws a dotted vertical line at each event, labelled when
-// label is set.
+// eventLines draws a dotted vertical line at each moment of the scenario
+// (its label is drawn above the panels: drawEventLabels).
 type eventLines struct {
-	evs   []event
-	label bool
+	evs []event
 }
 
 func (e eventLines) Plot(c draw.Canvas, p *plot.Plot) {
 	trX, _ := p.Transforms(&c)
-	ls := draw.LineStyle{Color: color.Gray{Y: 60}, Width: vg.Points(1), Dashes: dotted}
-	st := textStyle(9)
-	st.YAlign = draw.YTop
-	st.Color = color.Gray{Y: 40}
+	ls := draw.LineStyle{Color: color.Gray{Y: 40}, Width: vg.Points(1.2), Dashes: dotted}
 	for _, ev := range e.evs {
 		x := trX(ev.at.Seconds())
 		c.StrokeLine2(ls, x, c.Min.Y, x, c.Max.Y)
-		if e.label {
-			lx := x + vg.Points(3)
-			if w := st.Width(ev.short); lx+w > c.Max.X {
-				st.XAlign = draw.XRight
-				lx = x - vg.Points(3)
-			} else {
-				st.XAlign = draw.XLeft
-			}
-			c.FillText(st, vg.Point{X: lx, Y: c.Max.Y - vg.Points(3)}, ev.short)
-		}
 	}
 }

@@ -67,7 +67,7 @@ func TestSimOut(t *testing.T) {
 			if !bytes.Contains(b, []byte("<svg")) {
 				t.Errorf("%s is not an SVG", name)
 			}
-			if bytes.Contains(b, []byte("success by priority")) {
+			if bytes.Contains(b, []byte("goodput ÷ demand")) {
 				t.Errorf("%s has the per-priority panel, but the scenario has one class", name)
 			}
 		}
@@ -127,8 +127,8 @@ func TestReportDeterministic(t *testing.T) {
 		"| policy | p0 success % | p0 reject % | p2 success % | p2 reject % | inversions % |",
 		"offered requests: 0 critical_plus ",
 		", 2 sheddable_plus ",
-		"the four panels share the time axis",
-		"Bottom: for each priority",
+		"the panels share the time axis",
+		"Bottom: one panel per priority",
 	}
 	for _, p := range pols {
 		wantMD = append(wantMD, "| "+p.Name+" | ")
@@ -156,14 +156,14 @@ func TestReportDeterministic(t *testing.T) {
 		}
 	}
 	svg, _ := os.ReadFile(filepath.Join(dirs[0], "tiny.svg"))
-	for _, want := range []string{"success by priority: goodput", "success by priority (bottom panel):",
-		">0 critical_plus<", ">2 sheddable_plus<", ">success %<"} {
+	for _, want := range []string{"priority 0 critical_plus: goodput ÷ demand", "priority 2 sheddable_plus: goodput ÷ demand",
+		"Bottom: one panel per priority", ">served %<", "capacity available"} {
 		if !bytes.Contains(svg, []byte(want)) {
 			t.Errorf("tiny.svg lacks %q", want)
 		}
 	}
-	if bytes.Contains(svg, []byte(">1 critical<")) {
-		t.Error("tiny.svg has a key for priority 1, which no class has")
+	if bytes.Contains(svg, []byte("priority 1 critical:")) {
+		t.Error("tiny.svg has a panel for priority 1, which no class has")
 	}
 	pngb, _ := os.ReadFile(filepath.Join(dirs[0], "tiny.png"))
 	img, err := png.Decode(bytes.NewReader(pngb))
@@ -175,30 +175,42 @@ func TestReportDeterministic(t *testing.T) {
 	}
 }
 
-// TestPrioSuccess: goodput ÷ attempts of one priority, pooled over a window
-// of points around each, clipped at 100%, without points that have no
-// attempts in their window.
-func TestPrioSuccess(t *testing.T) {
-	pt := func(sec int, off, good float64) sim.Point {
+// TestPrioServed: a priority's goodput as a share of the demand the
+// scenario schedules for it (load × capacity × its share), pooled over the
+// smoothing window, clipped at 100%.
+func TestPrioServed(t *testing.T) {
+	s := sim.Scenario{
+		Load:    []sim.Phase{{At: 0, Load: 1}, {At: 2 * time.Second, Load: 2}},
+		Classes: []sim.Class{{Priority: 0, Share: 1}, {Priority: 2, Share: 3}},
+	}
+	r := &sim.Result{CapacityRPS: 100}
+	for i := 1; i <= 40; i++ { // 4 s of 100 ms intervals
 		var p sim.Point
-		p.T = time.Duration(sec) * time.Second
-		p.Prio[2] = sim.PrioPoint{Offered: off, Goodput: good}
-		p.Prio[0] = sim.PrioPoint{Offered: 1000, Goodput: 1000} // not priority 2's
-		return p
+		p.T = time.Duration(i) * 100 * time.Millisecond
+		p.Prio[0] = sim.PrioPoint{Goodput: 25}   // all of its 25/s at load 1, half of its 50/s at load 2
+		p.Prio[2] = sim.PrioPoint{Goodput: 1000} // more than its demand: clipped
+		r.Series = append(r.Series, p)
 	}
-	pts := []sim.Point{pt(1, 10, 10), pt(2, 10, 0), pt(3, 0, 30), pt(4, 0, 0), pt(5, 0, 0)}
-	got := prioSuccess(pts, 2, 1)
-	want := plotter.XYs{{X: 1, Y: 100}, {X: 2, Y: 0}}
-	if !slices.Equal(got, want) {
-		t.Errorf("window 1: %v, want %v", got, want)
+	got := prioServed(s, r, 0)
+	if len(got) != 40 || got[5].Y != 100 || got[35].Y != 50 {
+		t.Errorf("priority 0: %d points, at 0.6 s %v, at 3.6 s %v; want 40, 100, 50", len(got), got[5].Y, got[35].Y)
 	}
-	// Window 2: points i−1 and i; the first has only itself.
-	got = prioSuccess(pts, 2, 2)
-	want = plotter.XYs{{X: 1, Y: 100}, {X: 2, Y: 50}, {X: 3, Y: 100}} // 30/10 clipped
-	if !slices.Equal(got, want) {
-		t.Errorf("window 2: %v, want %v", got, want)
+	if got := prioServed(s, r, 2); got[35].Y != 100 {
+		t.Errorf("priority 2 at 3.6 s: %v, want 100 (clipped)", got[35].Y)
 	}
-	if got := prioSuccess(pts, 1, 3); len(got) != 0 {
-		t.Errorf("priority without attempts: %v, want no points", got)
+	if got := prioServed(s, r, 1); len(got) != 0 {
+		t.Errorf("a priority no class has: %v, want no points", got)
+	}
+}
+
+// The capacity line follows the capacity the simulator measured, in steps.
+func TestCapacityLine(t *testing.T) {
+	r := &sim.Result{CapacityRPS: 100}
+	for i, c := range []float64{100, 100, 50, 50, 100} {
+		r.Series = append(r.Series, sim.Point{T: time.Duration(i+1) * time.Second, Capacity: c})
+	}
+	want := plotter.XYs{{X: 0, Y: 100}, {X: 2, Y: 100}, {X: 2, Y: 50}, {X: 4, Y: 50}, {X: 4, Y: 100}, {X: 5, Y: 100}}
+	if got := capacityLine(r); !slices.Equal(got, want) {
+		t.Errorf("capacityLine = %v, want %v", got, want)
 	}
 }

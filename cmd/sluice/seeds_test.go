@@ -82,7 +82,7 @@ func TestSimSeedScenariosSeeds(t *testing.T) {
 func TestSimSeedScenariosAfterPolicyScenarios(t *testing.T) {
 	out := runOK(t, "sim", "-scenario", "seed-gcra,no-harm", "-policy", "none")
 	i, j := strings.Index(out, "no-harm"), strings.Index(out, "burst_admitted")
-	if i < 0 || j < 0 || i > j || !strings.Contains(out[i:j], "goodput =") {
+	if i < 0 || j < 0 || i > j || !strings.Contains(out[i:j], "goodput: completions within the SLO") {
 		t.Errorf("want the policy table, its note, then the seed table:\n%s", out)
 	}
 	out = runOK(t, "sim", "-scenario", "no-harm,seed-gcra", "-policy", "none", "-json")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,10 +28,29 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	list := fs.Bool("list", false, "list the scenarios and policies and exit")
 	asJSON := fs.Bool("json", false, "print JSON Lines, one object per scenario × policy")
 	out := fs.String("out", "", "also write report.md and a figure per scenario (SVG and PNG) into this directory")
+	explain := fs.String("explain", "", "run one scenario under every policy and print each of its targets in words against each policy")
+	targets := fs.Bool("targets", false, "print every scenario's targets in words and exit")
+	fs.Usage = func() { fmt.Fprint(fs.Output(), simUsage); fs.PrintDefaults() }
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			fs.SetOutput(stdout) // asked for: the usage is the output
+		}
+	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "sluice sim: unexpected argument %q (flags come before nothing else; see sluice sim -h)\n", fs.Arg(0))
 		return 2
 	}
 	allSc, allPol := sim.Scenarios(), append(sim.BuiltinPolicies(), sim.ExtraPolicies()...)
+	if *targets {
+		printTargets(stdout, allSc)
+		return 0
+	}
 	if *list {
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "SCENARIO\tDESCRIPTION")
@@ -48,6 +68,13 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	scs, pols := allSc, sim.BuiltinPolicies()
 	seedScs := sim.SeedScenarios() // seed-* scenarios: seeds.go
 	var err error
+	if *explain != "" {
+		if *scenarios != "" {
+			fmt.Fprintln(stderr, "sluice sim: -explain names its scenario; drop -scenario")
+			return 2
+		}
+		*scenarios = *explain
+	}
 	if *scenarios != "" {
 		names := strings.Split(*scenarios, ",")
 		if names, seedScs, err = splitSeedScenarios(names); err != nil {
@@ -91,7 +118,11 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		if len(shScs) > 0 {
-			shPols = sim.ExtraPolicies()
+			for _, p := range sim.ExtraPolicies() {
+				if strings.HasPrefix(p.Name, "shed-") {
+					shPols = append(shPols, p)
+				}
+			}
 		}
 	}
 	var shAll [][][]*sim.Result
@@ -116,15 +147,43 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 			code = max(code, printSeeds(stdout, *seed, shScs, shPols, shAll, shErrs))
 		}
 	default:
-		code = printTable(stdout, *seed, scs, pols, results, errs)
+		res, rerrs := map[[2]string]*sim.Result{}, map[[2]string]error{}
+		var names []string
+		collect := func(scs []sim.Scenario, pols []sim.PolicySpec, results [][]*sim.Result, errs [][]error) {
+			for j, p := range pols {
+				if !slices.Contains(names, p.Name) {
+					names = append(names, p.Name)
+				}
+				for i, s := range scs {
+					res[[2]string{s.Name, p.Name}], rerrs[[2]string{s.Name, p.Name}] = results[i][j], errs[i][j]
+				}
+			}
+		}
+		collect(scs, pols, results, errs)
 		if len(shScs) > 0 {
-			fmt.Fprintln(stdout, "\nThe priority shedders on the scenarios with priorities:")
-			code = max(code, printTable(stdout, *seed, shScs, shPols, shAll[0], shErrs[0]))
+			collect(shScs, shPols, shAll[0], shErrs[0])
+		}
+		if *explain != "" && len(scs) == 1 {
+			code = printExplain(stdout, scs[0], names, res, rerrs)
+		} else {
+			code = printExplained(stdout, *seed, scs, names, res, rerrs)
 		}
 	}
 	code = max(code, runSeedScenarios(stdout, stderr, seedScs, *seed, *seeds, *asJSON, true)) // seeds.go
 	if *out != "" {
 		rs := &runSet{args: append([]string{"sim"}, args...), seed: *seed, scs: scs, pols: pols, results: results, errs: errs}
+		if len(shScs) > 0 { // the shedders' runs join the report of their scenarios
+			rs.pols = append(slices.Clone(pols), shPols...)
+			rs.results, rs.errs = make([][]*sim.Result, len(scs)), make([][]error, len(scs))
+			for i, sc := range scs {
+				rs.results[i] = append(slices.Clone(results[i]), make([]*sim.Result, len(shPols))...)
+				rs.errs[i] = append(slices.Clone(errs[i]), make([]error, len(shPols))...)
+				if k := slices.IndexFunc(shScs, func(x sim.Scenario) bool { return x.Name == sc.Name }); k >= 0 {
+					copy(rs.results[i][len(pols):], shAll[0][k])
+					copy(rs.errs[i][len(pols):], shErrs[0][k])
+				}
+			}
+		}
 		if err := writeReport(*out, rs); err != nil {
 			fmt.Fprintln(stderr, "sluice sim:", err)
 			return 1
@@ -153,6 +212,7 @@ func runGrid(stderr io.Writer, scs []sim.Scenario, pols []sim.PolicySpec, seed u
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	done, total := 0, seeds*len(scs)*len(pols)
+	tty := isTerminal(stderr) // progress rewrites one line: only on a terminal, never in a log
 	start := time.Now()
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
@@ -161,7 +221,7 @@ func runGrid(stderr io.Writer, scs []sim.Scenario, pols []sim.PolicySpec, seed u
 				mu.Lock()
 				all[jb.k][jb.i][jb.j], allErrs[jb.k][jb.i][jb.j] = r, err
 				done++
-				if el := time.Since(start); el > time.Second {
+				if el := time.Since(start); tty && el > time.Second {
 					fmt.Fprintf(stderr, "\rsluice sim: %d/%d runs, %.0fs", done, total, el.Seconds())
 				}
 				mu.Unlock()
@@ -177,11 +237,31 @@ func runGrid(stderr io.Writer, scs []sim.Scenario, pols []sim.PolicySpec, seed u
 	}
 	close(jobs)
 	wg.Wait()
-	if time.Since(start) > time.Second {
+	if tty && time.Since(start) > time.Second {
 		fmt.Fprintln(stderr)
 	}
 	return all, allErrs
 }
+
+const simUsage = `usage: sluice sim [flags]
+
+Replays overload scenarios (a 5x surge, a capacity drop, a slow dependency,
+retry storms, ...) in virtual time against the real limiter code and prints,
+for each scenario, whether the recommended policy met every target and the
+number that decided it, then every policy side by side and a legend.
+
+examples:
+  sluice sim                                   every scenario, default policies (~15 s)
+  sluice sim -explain capacity-drop            one scenario: each target in words, each policy's value
+  sluice sim -scenario step-5x -policy none,gradient -out out
+                                               one scenario, two policies; report.md and figures in out/
+  sluice sim -seeds 5                          five seeds: pass counts, median and worst
+  sluice sim -json | jq .goodput_ratio         machine-readable results, one object per run
+  sluice sim -list                             the scenarios and policies
+  sluice sim -targets                          every scenario's targets in words
+
+flags:
+`
 
 func printJSON(stdout, stderr io.Writer, scs []sim.Scenario, pols []sim.PolicySpec, results [][]*sim.Result, errs [][]error) int {
 	code := 0
@@ -202,32 +282,13 @@ func printJSON(stdout, stderr io.Writer, scs []sim.Scenario, pols []sim.PolicySp
 	return code
 }
 
-func printTable(stdout io.Writer, seed uint64, scs []sim.Scenario, pols []sim.PolicySpec, results [][]*sim.Result, errs [][]error) int {
-	code := 0
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, strings.Join(summaryHeader, "\t")+"\t")
-	for i, s := range scs {
-		for j, p := range pols {
-			if errs[i][j] != nil {
-				fmt.Fprintf(tw, "%s\t%s\terror: %v\t\n", s.Name, p.Name, errs[i][j])
-				code = 1
-				continue
-			}
-			fmt.Fprintln(tw, strings.Join(summaryCells(s, results[i][j]), "\t")+"\t")
-		}
-	}
-	tw.Flush()
-	fmt.Fprintf(stdout, "\nseed %d; %s\n", seed, summaryNote)
-	return code
-}
-
 // printSeeds prints, per scenario × policy, how many seeds passed every
 // target, and the median and worst of the headline figures across seeds
 // (worst: lowest goodput, highest p99 and rejections).
 func printSeeds(stdout io.Writer, seed uint64, scs []sim.Scenario, pols []sim.PolicySpec, all [][][]*sim.Result, allErrs [][][]error) int {
 	code := 0
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tpolicy\tpassed\tgoodput % med\tworst\tphase goodput % med\tworst\tp99 ms med\tworst\trejected % med\tworst\ttargets missed (seeds)\t")
+	var tw alignedRows
+	tw.add("scenario", "policy", "passed", "goodput %", "after the change %", "p99 ms", "refused %")
 	for i, s := range scs {
 		for j, p := range pols {
 			var rs []*sim.Result
@@ -239,7 +300,7 @@ func printSeeds(stdout io.Writer, seed uint64, scs []sim.Scenario, pols []sim.Po
 				rs = append(rs, all[k][i][j])
 			}
 			if len(rs) == 0 {
-				fmt.Fprintf(tw, "%s\t%s\terror\t\n", s.Name, p.Name)
+				tw.add(s.Name, p.Name, "error")
 				continue
 			}
 			passed := 0
@@ -249,12 +310,13 @@ func printSeeds(stdout io.Writer, seed uint64, scs []sim.Scenario, pols []sim.Po
 				if r.Pass {
 					passed++
 				}
-				for _, t := range r.Targets {
-					if !t.Pass {
-						if missed[t.Target] == 0 {
-							order = append(order, t.Target)
+				for k, t := range r.Targets {
+					if !t.Pass && k < len(s.Targets) {
+						f := figureOf(s.Targets[k].Metric).short + " " + bound(s, r.SLOms, s.Targets[k])
+						if missed[f] == 0 {
+							order = append(order, f)
 						}
-						missed[t.Target]++
+						missed[f]++
 					}
 				}
 			}
@@ -282,15 +344,69 @@ func printSeeds(stdout io.Writer, seed uint64, scs []sim.Scenario, pols []sim.Po
 			pm, pw := stat(func(r *sim.Result) float64 { return 100 * r.PhaseGoodput }, false)
 			lm, lw := stat(func(r *sim.Result) float64 { return r.P99ms }, true)
 			rm, rw := stat(func(r *sim.Result) float64 { return 100 * r.RejectRatio }, true)
-			phase := [2]string{"-", "-"}
+			phase := "-"
 			if s.Change > 0 {
-				phase = [2]string{fmt.Sprintf("%.1f", pm), fmt.Sprintf("%.1f", pw)}
+				phase = fmt.Sprintf("%.1f / %.1f", pm, pw)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%.1f\t%.1f\t%s\t%s\t%.1f\t%.1f\t%.2f\t%.2f\t%s\t\n",
-				s.Name, p.Name, passed, len(rs), gm, gw, phase[0], phase[1], lm, lw, rm, rw, strings.Join(miss, "; "))
+			tw.add(s.Name, p.Name, fmt.Sprintf("%d/%d", passed, len(rs)), fmt.Sprintf("%.1f / %.1f", gm, gw), phase,
+				fmt.Sprintf("%.1f / %.1f", lm, lw), fmt.Sprintf("%.2f / %.2f", rm, rw))
+			if len(miss) > 0 {
+				tw.note(wrapWords("missed (seeds): "+strings.Join(miss, "; "), 112))
+			}
 		}
 	}
-	tw.Flush()
-	fmt.Fprintf(stdout, "\nseeds %d…%d; %s\n", seed, seed+uint64(len(all))-1, summaryNote)
+	tw.write(stdout)
+	fmt.Fprintf(stdout, "\nseeds %d…%d; median / worst of the seeds (worst: least goodput, most p99 and refusals).\n", seed, seed+uint64(len(all))-1)
+	fmt.Fprintln(stdout, "goodput: completions within the SLO, % of nominal capacity; after the change: during the surge, ramp or drop.")
+	fmt.Fprintln(stdout, "The targets in words: sluice sim -explain SCENARIO.")
 	return code
+}
+
+// alignedRows is a table whose columns are aligned across its rows, with
+// notes (indented free text) between rows that do not widen any column.
+type alignedRows struct {
+	rows   [][]string // a note is one cell
+	isNote []bool
+}
+
+func (t *alignedRows) add(cells ...string) {
+	t.rows = append(t.rows, cells)
+	t.isNote = append(t.isNote, false)
+}
+
+// note adds free text, indented, under the last row.
+func (t *alignedRows) note(text string) {
+	t.rows = append(t.rows, []string{text})
+	t.isNote = append(t.isNote, true)
+}
+
+func (t *alignedRows) write(w io.Writer) {
+	var width []int
+	for i, r := range t.rows {
+		if t.isNote[i] {
+			continue
+		}
+		for j, c := range r {
+			if j >= len(width) {
+				width = append(width, 0)
+			}
+			width[j] = max(width[j], len([]rune(c)))
+		}
+	}
+	for i, r := range t.rows {
+		if t.isNote[i] {
+			for _, l := range strings.Split(r[0], "\n") {
+				fmt.Fprintln(w, "    "+l)
+			}
+			continue
+		}
+		var b strings.Builder
+		for j, c := range r {
+			b.WriteString(c)
+			if j < len(r)-1 {
+				b.WriteString(strings.Repeat(" ", width[j]-len([]rune(c))+2))
+			}
+		}
+		fmt.Fprintln(w, b.String())
+	}
 }

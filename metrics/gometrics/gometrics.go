@@ -2,9 +2,10 @@
 // github.com/rcrowley/go-metrics registry.
 //
 // New registers the metrics on a go-metrics Registry and returns a *Metrics,
-// which is a metrics.GateObserver, a metrics.RateObserver and a
-// metrics.ShedObserver at once: hand it to adaptive.WithObserver,
-// ratelimit.WithObserver and shed.WithObserver. The gauges read a gate and a
+// which is a metrics.GateObserver, a metrics.RateObserver, a
+// metrics.ShedObserver and a metrics.StoreObserver at once: hand it to
+// adaptive.WithObserver, ratelimit.WithObserver, shed.WithObserver and
+// redisstore.WithObserver. The gauges read a gate and a
 // shedder when the registry is read; attach them with AttachGate and
 // AttachShedder.
 //
@@ -35,6 +36,9 @@
 //	sluice.ratelimit.degraded.<limiter>             counter    decisions made by a failed store's failure policy (ratelimit.Result.Degraded)
 //	sluice.shed.decisions.<priority>.<outcome>      counter    shedder decisions: admitted, shed, gate_full
 //	sluice.shed.cutoff_level                        gauge      the shedder's cutoff level (shed.Levels(): nothing shed); 0 until a shedder is attached
+//	sluice.store.call_ns.<op>.<outcome>             histogram  duration, in ns, of each call of a rate-limit store to Redis
+//	sluice.store.errors.<op>.<outcome>              counter    calls to Redis that did not end ok: failed, timed_out, canceled
+//	sluice.store.degraded.<policy>.<cause>          counter    requests a store's failure policy decided
 //
 // The gauges are go-metrics functional gauges: they read the attached gate
 // or shedder whenever they are read.
@@ -44,7 +48,8 @@
 // ratelimit.WithName, used verbatim (a name with dots adds segments);
 // priority is one of critical_plus, critical, sheddable_plus, sheddable.
 // A refusal that shadow mode turned into an admission counts as
-// shadow_refused, not as allowed.
+// shadow_refused, not as allowed. op, policy and cause are as in
+// metrics/prom.
 //
 // New registers the names without labels and fails if any is taken. The
 // counters of a label value (a partition, a limiter, a priority) are
@@ -83,8 +88,9 @@ type config struct {
 // api.sluice.gate.limit, so that several Metrics can share a registry.
 func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
 
-// WithSample sets the reservoir of the RTT histogram: newSample is called
-// once, by New. The default is gm.NewExpDecaySample(1028, 0.015), the
+// WithSample sets the reservoir of the histograms: newSample is called by
+// New for the RTT histogram, and once for each store call histogram on its
+// first event. The default is gm.NewExpDecaySample(1028, 0.015), the
 // reservoir go-metrics' own timers use.
 func WithSample(newSample func() gm.Sample) Option {
 	return func(c *config) { c.sample = newSample }
@@ -110,12 +116,22 @@ type Metrics struct {
 	leases     memo.Memo[gm.Counter]
 	degraded   memo.Memo[gm.Counter]
 	priorities memo.Memo[[metrics.ShedDecisions]gm.Counter]
+	storeOps   memo.Memo[storeOp]
+	degradeBy  memo.Memo[[metrics.StoreOutcomes]gm.Counter]
+	newSample  func() gm.Sample
+}
+
+// storeOp holds the metrics of one store operation, by outcome.
+type storeOp struct {
+	ns     [metrics.StoreOutcomes]gm.Histogram
+	errors [metrics.StoreOutcomes]gm.Counter // nil for StoreOK
 }
 
 var (
-	_ metrics.GateObserver = (*Metrics)(nil)
-	_ metrics.RateObserver = (*Metrics)(nil)
-	_ metrics.ShedObserver = (*Metrics)(nil)
+	_ metrics.GateObserver  = (*Metrics)(nil)
+	_ metrics.RateObserver  = (*Metrics)(nil)
+	_ metrics.ShedObserver  = (*Metrics)(nil)
+	_ metrics.StoreObserver = (*Metrics)(nil)
 )
 
 // New builds the metrics and registers those without labels on reg. It
@@ -138,7 +154,7 @@ func New(reg gm.Registry, opts ...Option) (*Metrics, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	m := &Metrics{reg: reg, prefix: cfg.prefix, rtt: gm.NewHistogram(cfg.sample()), up: gm.NewCounter(), down: gm.NewCounter()}
+	m := &Metrics{reg: reg, prefix: cfg.prefix, rtt: gm.NewHistogram(cfg.sample()), up: gm.NewCounter(), down: gm.NewCounter(), newSample: cfg.sample}
 	fixed := []struct {
 		name   string
 		metric any
@@ -200,6 +216,26 @@ func New(reg gm.Registry, opts ...Option) (*Metrics, error) {
 		}
 		return &c
 	}
+	m.storeOps.New = func(op string) *storeOp {
+		var o storeOp
+		for k := range metrics.StoreOutcomes {
+			out := metrics.StoreOutcome(k)
+			o.ns[k] = m.histogram("sluice.store.call_ns", op, out.String())
+			if out != metrics.StoreOK && out != metrics.StoreBreakerOpen {
+				o.errors[k] = m.counter("sluice.store.errors", op, out.String())
+			}
+		}
+		return &o
+	}
+	m.degradeBy.New = func(policy string) *[metrics.StoreOutcomes]gm.Counter {
+		var c [metrics.StoreOutcomes]gm.Counter
+		for k := range c {
+			if out := metrics.StoreOutcome(k); out != metrics.StoreOK {
+				c[k] = m.counter("sluice.store.degraded", policy, out.String())
+			}
+		}
+		return &c
+	}
 	return m, nil
 }
 
@@ -228,6 +264,16 @@ func (m *Metrics) counter(base string, labels ...string) gm.Counter {
 		return c
 	}
 	return gm.NewCounter()
+}
+
+// histogram returns the registered histogram of base and labels, as
+// counter does for counters.
+func (m *Metrics) histogram(base string, labels ...string) gm.Histogram {
+	h := gm.NewHistogram(m.newSample())
+	if got, ok := m.reg.GetOrRegister(m.Name(base, labels...), h).(gm.Histogram); ok {
+		return got
+	}
+	return h
 }
 
 func (m *Metrics) gateRead(f func(*adaptive.Limiter) int) int64 {
@@ -305,4 +351,29 @@ func (m *Metrics) ShedDecision(d metrics.ShedDecision, priority string) {
 		return
 	}
 	m.counter("sluice.shed.decisions", priority, d.String()).Inc(1)
+}
+
+// StoreCall records a store's call in sluice.store.call_ns.<op>.<outcome>
+// and, when it did not end ok, counts it in
+// sluice.store.errors.<op>.<outcome>.
+func (m *Metrics) StoreCall(op string, outcome metrics.StoreOutcome, d time.Duration) {
+	if int(outcome) >= metrics.StoreOutcomes { // an outcome newer than this package
+		m.histogram("sluice.store.call_ns", op, outcome.String()).Update(int64(d))
+		m.counter("sluice.store.errors", op, outcome.String()).Inc(1)
+		return
+	}
+	o := m.storeOps.Get(op)
+	o.ns[outcome].Update(int64(d))
+	if e := o.errors[outcome]; e != nil {
+		e.Inc(1)
+	}
+}
+
+// StoreDegraded counts n requests in sluice.store.degraded.<policy>.<cause>.
+func (m *Metrics) StoreDegraded(policy string, cause metrics.StoreOutcome, n int) {
+	if int(cause) >= metrics.StoreOutcomes || cause == metrics.StoreOK {
+		m.counter("sluice.store.degraded", policy, cause.String()).Inc(int64(n))
+		return
+	}
+	m.degradeBy.Get(policy)[cause].Inc(int64(n))
 }

@@ -9,12 +9,15 @@ import (
 	"time"
 
 	gm "github.com/rcrowley/go-metrics"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/metrics/internal/observertest"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/redisstore"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -295,5 +298,57 @@ func TestName(t *testing.T) {
 	m, _ := newMetrics(t, WithPrefix("api."))
 	if got := m.Name("sluice.gate.decisions", "", "admitted"); got != "api.sluice.gate.decisions._.admitted" {
 		t.Fatal(got)
+	}
+}
+
+// A Redis store reports its calls and its failure policy's decisions: on a
+// real redis-server, then with the server killed.
+func TestRedisStore(t *testing.T) {
+	m, reg := newMetrics(t)
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer c.Close()
+	store, err := redisstore.New(c, redisstore.WithTimeout(30*time.Second), redisstore.WithObserver(m),
+		redisstore.WithFailurePolicy(redisstore.FailClosed), redisstore.WithBreaker(1, time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := ratelimit.New(ratelimit.TokenBucket, ratelimit.Limit{Rate: 5, Period: time.Second}, ratelimit.WithStore(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 2 {
+		if _, err := lim.Allow(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.Kill()
+	for range 3 { // the first call fails and opens the breaker; the others are not sent
+		if res, err := lim.Allow(ctx, "k"); err != nil || res.Allowed {
+			t.Fatalf("with Redis killed: %+v %v, want a fail-closed refusal", res, err)
+		}
+	}
+	count := func(name string) int64 {
+		if h, ok := reg.Get(name).(gm.Histogram); ok {
+			return h.Count()
+		}
+		return 0
+	}
+	if ok, bad := count("sluice.store.call_ns.decide.ok"), count("sluice.store.call_ns.decide.failed")+count("sluice.store.call_ns.decide.canceled"); ok != 2 || bad != 1 {
+		t.Errorf("sluice.store.call_ns.decide: %d ok, %d failed or canceled; want 2 and 1", ok, bad)
+	}
+	get := func(name string) int64 {
+		if c, ok := reg.Get(name).(gm.Counter); ok {
+			return c.Count()
+		}
+		return 0
+	}
+	if n := get("sluice.store.errors.decide.failed") + get("sluice.store.errors.decide.canceled"); n != 1 {
+		t.Errorf("sluice.store.errors.decide = %d, want 1", n)
+	}
+	expect(t, reg, map[string]int64{"sluice.store.degraded.fail_closed.breaker_open": 2})
+	if n := get("sluice.store.degraded.fail_closed.failed") + get("sluice.store.degraded.fail_closed.canceled"); n != 1 {
+		t.Errorf("sluice.store.degraded.fail_closed after the failed call = %d, want 1", n)
 	}
 }

@@ -1,9 +1,10 @@
 // Package prom exports what sluice's guards decide as Prometheus metrics.
 //
 // New registers one collector on a prometheus.Registerer and returns a
-// *Metrics, which is a metrics.GateObserver, a metrics.RateObserver and a
-// metrics.ShedObserver at once: hand it to adaptive.WithObserver,
-// ratelimit.WithObserver and shed.WithObserver. The gauges read a gate and a
+// *Metrics, which is a metrics.GateObserver, a metrics.RateObserver, a
+// metrics.ShedObserver and a metrics.StoreObserver at once: hand it to
+// adaptive.WithObserver, ratelimit.WithObserver, shed.WithObserver and
+// redisstore.WithObserver. The gauges read a gate and a
 // shedder at scrape time; attach them with AttachGate and AttachShedder.
 //
 //	m, err := prom.New(prometheus.DefaultRegisterer)
@@ -27,6 +28,9 @@
 //	sluice_ratelimit_lease_expiries_total  counter    limiter             concurrency leases taken back because they expired
 //	sluice_ratelimit_degraded_total        counter    limiter             decisions made by a failed store's failure policy (ratelimit.Result.Degraded)
 //	sluice_shed_decisions_total            counter    priority, outcome   shedder decisions (metrics.ShedDecision): admitted, shed, gate_full
+//	sluice_store_call_seconds              histogram  op, outcome         duration of each call of a rate-limit store to Redis (metrics.StoreOutcome)
+//	sluice_store_errors_total              counter    op, outcome         calls to Redis that did not end ok: failed, timed_out, canceled
+//	sluice_store_degraded_total            counter    policy, cause       requests a store's failure policy decided, by policy and cause
 //	sluice_shed_cutoff_level               gauge      -                   the shedder's cutoff level; shed.Levels() when nothing is shed (attached shedder)
 //
 // partition is the gate partition's name, "" for callers that named none
@@ -34,7 +38,10 @@
 // admitted, rejected, queue_full, deadline_unmeetable, queue_timeout,
 // canceled. limiter is the name given with ratelimit.WithName ("" when
 // none); each tier of ratelimit.All reports under its own name. priority is
-// one of critical_plus, critical, sheddable_plus, sheddable. A refusal that
+// one of critical_plus, critical, sheddable_plus, sheddable. op is what the
+// store's call did (decide, lease_acquire, lease_release, lease_renew,
+// lease_count); policy is fail_open, fail_closed or fail_local; cause is
+// failed, timed_out, canceled or breaker_open. A refusal that
 // shadow mode turned into an admission counts as shadow_refused, not as
 // allowed.
 //
@@ -69,6 +76,11 @@ import (
 // sluice_gate_rtt_seconds buckets unless WithRTTBuckets says otherwise: from
 // half a millisecond to ten seconds, about three per decade.
 var DefaultRTTBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+// StoreCallBuckets are the upper bounds, in seconds, of the
+// sluice_store_call_seconds buckets: from 100 µs (a Redis on the same host)
+// to a second (far past any sensible store timeout).
+var StoreCallBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}
 
 // Option configures New.
 type Option func(*config)
@@ -112,6 +124,9 @@ type Metrics struct {
 	leaseExpiry  *prometheus.CounterVec
 	degraded     *prometheus.CounterVec
 	shedDecision *prometheus.CounterVec
+	storeCall    *prometheus.HistogramVec
+	storeErrors  *prometheus.CounterVec
+	storeDegrade *prometheus.CounterVec
 
 	release  [metrics.GateReleases]prometheus.Counter
 	up, down prometheus.Counter
@@ -121,12 +136,21 @@ type Metrics struct {
 	leases     memo.Memo[prometheus.Counter]
 	degradedBy memo.Memo[prometheus.Counter]
 	priorities memo.Memo[[metrics.ShedDecisions]prometheus.Counter]
+	storeOps   memo.Memo[storeOp]
+	degradeBy  memo.Memo[[metrics.StoreOutcomes]prometheus.Counter]
+}
+
+// storeOp holds the series of one store operation, by outcome.
+type storeOp struct {
+	seconds [metrics.StoreOutcomes]prometheus.Observer
+	errors  [metrics.StoreOutcomes]prometheus.Counter // nil for StoreOK
 }
 
 var (
-	_ metrics.GateObserver = (*Metrics)(nil)
-	_ metrics.RateObserver = (*Metrics)(nil)
-	_ metrics.ShedObserver = (*Metrics)(nil)
+	_ metrics.GateObserver  = (*Metrics)(nil)
+	_ metrics.RateObserver  = (*Metrics)(nil)
+	_ metrics.ShedObserver  = (*Metrics)(nil)
+	_ metrics.StoreObserver = (*Metrics)(nil)
 )
 
 // New builds the metrics and registers them on reg as one collector. It
@@ -176,6 +200,12 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		leaseExpiry:  counter("sluice_ratelimit_lease_expiries_total", "Concurrency leases taken back because they expired, by limiter.", "limiter"),
 		degraded:     counter("sluice_ratelimit_degraded_total", "Rate limiter decisions made by the failure policy of a store that failed, by limiter.", "limiter"),
 		shedDecision: counter("sluice_shed_decisions_total", "Load shedder decisions, by priority and outcome.", "priority", "outcome"),
+		storeCall: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sluice_store_call_seconds", Help: "Duration of the calls of a rate-limit store to Redis, by operation and outcome.",
+			ConstLabels: cl, Buckets: StoreCallBuckets,
+		}, []string{"op", "outcome"}),
+		storeErrors:  counter("sluice_store_errors_total", "Calls of a rate-limit store to Redis that did not end ok, by operation and outcome.", "op", "outcome"),
+		storeDegrade: counter("sluice_store_degraded_total", "Requests decided by a rate-limit store's failure policy, by policy and cause.", "policy", "cause"),
 	}
 	if err := reg.Register(collector{m}); err != nil {
 		return nil, fmt.Errorf("sluice/prom: registering the metrics: %w", err)
@@ -212,6 +242,26 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		var c [metrics.ShedDecisions]prometheus.Counter
 		for d := range c {
 			c[d] = m.shedDecision.WithLabelValues(p, metrics.ShedDecision(d).String())
+		}
+		return &c
+	}
+	m.storeOps.New = func(op string) *storeOp {
+		var o storeOp
+		for k := range metrics.StoreOutcomes {
+			out := metrics.StoreOutcome(k)
+			o.seconds[k] = m.storeCall.WithLabelValues(op, out.String())
+			if out != metrics.StoreOK && out != metrics.StoreBreakerOpen {
+				o.errors[k] = m.storeErrors.WithLabelValues(op, out.String())
+			}
+		}
+		return &o
+	}
+	m.degradeBy.New = func(policy string) *[metrics.StoreOutcomes]prometheus.Counter {
+		var c [metrics.StoreOutcomes]prometheus.Counter
+		for k := range c {
+			if out := metrics.StoreOutcome(k); out != metrics.StoreOK {
+				c[k] = m.storeDegrade.WithLabelValues(policy, out.String())
+			}
 		}
 		return &c
 	}
@@ -287,13 +337,38 @@ func (m *Metrics) ShedDecision(d metrics.ShedDecision, priority string) {
 	m.shedDecision.WithLabelValues(priority, d.String()).Inc()
 }
 
+// StoreCall observes a store's call in sluice_store_call_seconds and, when
+// it did not end ok, counts it in sluice_store_errors_total.
+func (m *Metrics) StoreCall(op string, outcome metrics.StoreOutcome, d time.Duration) {
+	if int(outcome) >= metrics.StoreOutcomes { // an outcome newer than this package
+		m.storeCall.WithLabelValues(op, outcome.String()).Observe(d.Seconds())
+		m.storeErrors.WithLabelValues(op, outcome.String()).Inc()
+		return
+	}
+	o := m.storeOps.Get(op)
+	o.seconds[outcome].Observe(d.Seconds())
+	if e := o.errors[outcome]; e != nil {
+		e.Inc()
+	}
+}
+
+// StoreDegraded counts n requests in sluice_store_degraded_total.
+func (m *Metrics) StoreDegraded(policy string, cause metrics.StoreOutcome, n int) {
+	if int(cause) >= metrics.StoreOutcomes || cause == metrics.StoreOK {
+		m.storeDegrade.WithLabelValues(policy, cause.String()).Add(float64(n))
+		return
+	}
+	m.degradeBy.Get(policy)[cause].Add(float64(n))
+}
+
 // collector is the one prometheus.Collector New registers: the vectors,
 // the histogram, and the gauges read from the attached gate and shedder.
 type collector struct{ m *Metrics }
 
 func (c collector) vectors() []prometheus.Collector {
 	m := c.m
-	return []prometheus.Collector{m.rtt, m.gateDecision, m.releases, m.limitChanges, m.rateDecision, m.leaseExpiry, m.degraded, m.shedDecision}
+	return []prometheus.Collector{m.rtt, m.gateDecision, m.releases, m.limitChanges, m.rateDecision, m.leaseExpiry, m.degraded, m.shedDecision,
+		m.storeCall, m.storeErrors, m.storeDegrade}
 }
 
 // Describe sends the descriptors of every metric, whether exported yet or

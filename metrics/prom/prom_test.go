@@ -10,12 +10,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/metrics/internal/observertest"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/redisstore"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -366,8 +369,10 @@ func TestLint(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 4 gauges, 1 histogram, 6 gate decisions, 3 releases, 2 directions,
-	// 3 rate outcomes, 1 lease expiry, 3 shed outcomes.
-	if n != 4+1+6+3+2+3+1+3 {
+	// 3 rate outcomes, 1 lease expiry, 3 shed outcomes; for the store's
+	// decide, 5 call histograms (one per outcome) and 3 error counters
+	// (failed, timed_out, canceled); for fail_open, 4 degraded causes.
+	if n != 4+1+6+3+2+3+1+3+5+3+4 {
 		t.Fatalf("%d series", n)
 	}
 }
@@ -426,5 +431,69 @@ func BenchmarkObserver(b *testing.B) {
 	for b.Loop() {
 		m.GateDecision(metrics.Admitted, "", 0)
 		m.GateRelease(metrics.Success, 3*time.Millisecond)
+	}
+}
+
+// A Redis store reports its calls and its failure policy's decisions: on a
+// real redis-server, then with the server killed.
+func TestRedisStore(t *testing.T) {
+	m, reg := newMetrics(t)
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer c.Close()
+	store, err := redisstore.New(c, redisstore.WithTimeout(30*time.Second), redisstore.WithObserver(m),
+		redisstore.WithFailurePolicy(redisstore.FailOpen), redisstore.WithBreaker(1, time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 5, Period: time.Second}, ratelimit.WithStore(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 3 {
+		if _, err := lim.Allow(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.Kill()
+	for range 2 { // the first call fails and opens the breaker; the second is not sent
+		if res, err := lim.Allow(ctx, "k"); err != nil || !res.Allowed {
+			t.Fatalf("with Redis killed: %+v %v, want a fail-open admission", res, err)
+		}
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]uint64{}
+	for _, f := range fams {
+		if f.GetName() != "sluice_store_call_seconds" {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			var op, outcome string
+			for _, l := range mt.GetLabel() {
+				switch l.GetName() {
+				case "op":
+					op = l.GetValue()
+				case "outcome":
+					outcome = l.GetValue()
+				}
+			}
+			calls[op+" "+outcome] = mt.GetHistogram().GetSampleCount()
+		}
+	}
+	if calls["decide ok"] != 3 || calls["decide failed"]+calls["decide canceled"] != 1 {
+		t.Errorf("sluice_store_call_seconds counts %v, want 3 ok and 1 failed (or canceled) decide", calls)
+	}
+	failed := testutil.ToFloat64(m.storeErrors.WithLabelValues("decide", "failed")) + testutil.ToFloat64(m.storeErrors.WithLabelValues("decide", "canceled"))
+	if failed != 1 {
+		t.Errorf("sluice_store_errors_total for decide = %v, want 1", failed)
+	}
+	degraded := testutil.ToFloat64(m.storeDegrade.WithLabelValues("fail_open", "failed")) + testutil.ToFloat64(m.storeDegrade.WithLabelValues("fail_open", "canceled"))
+	open := testutil.ToFloat64(m.storeDegrade.WithLabelValues("fail_open", "breaker_open"))
+	if degraded != 1 || open != 1 {
+		t.Errorf("sluice_store_degraded_total: %v after the failed call, %v with the breaker open; want 1 and 1", degraded, open)
 	}
 }

@@ -158,8 +158,10 @@ func (c *Concurrency) degraded(res ratelimit.Result, cause error) ratelimit.Resu
 	c.s.failed(cause)
 	if c.s.failure == FailClosed {
 		res.Source, res.RetryAfter = ratelimit.SourceFailClosed, c.s.brk.cooldown
+		c.s.observeDegraded(FailClosed, cause, 1)
 	} else {
 		res.Source, res.Allowed = ratelimit.SourceFailOpen, true
+		c.s.observeDegraded(FailOpen, cause, 1) // FailLocal admits leases as FailOpen does
 	}
 	return res
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/redisstore"
 )
@@ -18,7 +20,8 @@ import (
 // (100ms by default; a second here, where the examples share a busy test
 // machine).
 func Example() {
-	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	// REDIS_ADDR is your Redis's address; unset, go-redis dials localhost:6379.
+	client := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer client.Close()
 	store, err := redisstore.New(client, redisstore.WithPrefix("example:"), redisstore.WithTimeout(time.Second))
 	if err != nil {
@@ -49,11 +52,20 @@ func Example() {
 // one round trip, all or nothing: a request the daily limit refused would
 // not spend the per-second one.
 func Example_multiPolicy() {
-	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	client := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer client.Close()
-	store, _ := redisstore.New(client, redisstore.WithPrefix("example-multi:"), redisstore.WithTimeout(time.Second))
-	perMinute, _ := ratelimit.New(ratelimit.TokenBucket, ratelimit.Limit{Rate: 3, Period: time.Minute}, ratelimit.WithStore(store))
-	perDay, _ := ratelimit.New(ratelimit.FixedWindow, ratelimit.Limit{Rate: 1000, Period: 24 * time.Hour}, ratelimit.WithStore(store))
+	store, err := redisstore.New(client, redisstore.WithPrefix("example-multi:"), redisstore.WithTimeout(time.Second))
+	if err != nil {
+		panic(err)
+	}
+	perMinute, err := ratelimit.New(ratelimit.TokenBucket, ratelimit.Limit{Rate: 3, Period: time.Minute}, ratelimit.WithStore(store))
+	if err != nil {
+		panic(err)
+	}
+	perDay, err := ratelimit.New(ratelimit.FixedWindow, ratelimit.Limit{Rate: 1000, Period: 24 * time.Hour}, ratelimit.WithStore(store))
+	if err != nil {
+		panic(err)
+	}
 	both, err := ratelimit.All(perMinute, perDay)
 	if err != nil {
 		panic(err)
@@ -79,8 +91,14 @@ func Example_multiPolicy() {
 func Example_failOpen() {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true}) // nothing listens there
 	defer client.Close()
-	store, _ := redisstore.New(client, redisstore.WithFailurePolicy(redisstore.FailOpen))
-	lim, _ := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 5, Period: time.Second}, ratelimit.WithStore(store))
+	store, err := redisstore.New(client, redisstore.WithFailurePolicy(redisstore.FailOpen))
+	if err != nil {
+		panic(err)
+	}
+	lim, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 5, Period: time.Second}, ratelimit.WithStore(store))
+	if err != nil {
+		panic(err)
+	}
 	res, err := lim.Allow(context.Background(), "k")
 	if err != nil || !res.Allowed { // the usual idiom: it does not defeat FailOpen
 		fmt.Println("refused")
@@ -93,9 +111,12 @@ func Example_failOpen() {
 // A per-key concurrency limit across processes: at most 2 requests of a
 // tenant in flight; a lease expires if its holder never releases it.
 func ExampleConcurrency() {
-	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	client := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer client.Close()
-	store, _ := redisstore.New(client, redisstore.WithPrefix("example-cc:"), redisstore.WithTimeout(time.Second))
+	store, err := redisstore.New(client, redisstore.WithPrefix("example-cc:"), redisstore.WithTimeout(time.Second))
+	if err != nil {
+		panic(err)
+	}
 	cc, err := redisstore.NewConcurrency(store, 2, 30*time.Second)
 	if err != nil {
 		panic(err)
@@ -122,7 +143,7 @@ func ExampleConcurrency() {
 // every key of a tenant the tenant's tag. Here a key is "ip|tenant" or
 // "tenant".
 func ExampleWithHashTag() {
-	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	client := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer client.Close()
 	store, err := redisstore.New(client, redisstore.WithPrefix("example-tag:"), redisstore.WithTimeout(time.Second),
 		redisstore.WithHashTag(func(key string) string {
@@ -134,9 +155,18 @@ func ExampleWithHashTag() {
 	if err != nil {
 		panic(err)
 	}
-	perIP, _ := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 2, Period: time.Minute}, ratelimit.WithStore(store))
-	perTenant, _ := ratelimit.New(ratelimit.TokenBucket, ratelimit.Limit{Rate: 3, Period: time.Minute}, ratelimit.WithStore(store))
-	tiers, _ := ratelimit.All(perIP, perTenant)
+	perIP, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 2, Period: time.Minute}, ratelimit.WithStore(store))
+	if err != nil {
+		panic(err)
+	}
+	perTenant, err := ratelimit.New(ratelimit.TokenBucket, ratelimit.Limit{Rate: 3, Period: time.Minute}, ratelimit.WithStore(store))
+	if err != nil {
+		panic(err)
+	}
+	tiers, err := ratelimit.All(perIP, perTenant)
+	if err != nil {
+		panic(err)
+	}
 	for _, ip := range []string{"10.0.0.1", "10.0.0.1", "10.0.0.1", "10.0.0.2", "10.0.0.2"} {
 		res, err := tiers.Allow(context.Background(), ip+"|acme", "acme")
 		if err != nil {
@@ -150,4 +180,38 @@ func ExampleWithHashTag() {
 	// 10.0.0.1 false
 	// 10.0.0.2 true
 	// 10.0.0.2 false
+}
+
+// callPrinter is a metrics.StoreObserver that prints what it hears;
+// metrics/prom and metrics/gometrics turn the same events into a latency
+// histogram and error and degraded-decision counters.
+type callPrinter struct{}
+
+func (callPrinter) StoreCall(op string, o metrics.StoreOutcome, _ time.Duration) {
+	fmt.Println("call:", op, o)
+}
+
+func (callPrinter) StoreDegraded(policy string, cause metrics.StoreOutcome, n int) {
+	fmt.Println("degraded:", policy, cause, n)
+}
+
+// The store reports each call to Redis, with its duration and outcome, and
+// each decision its failure policy made.
+func ExampleWithObserver() {
+	client := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
+	defer client.Close()
+	store, err := redisstore.New(client, redisstore.WithPrefix("example-observer:"), redisstore.WithTimeout(time.Second),
+		redisstore.WithObserver(callPrinter{}))
+	if err != nil {
+		panic(err)
+	}
+	lim, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 5, Period: time.Minute}, ratelimit.WithStore(store))
+	if err != nil {
+		panic(err)
+	}
+	if _, err := lim.Allow(context.Background(), "api-key:bob"); err != nil {
+		panic(err)
+	}
+	// Output:
+	// call: decide ok
 }

@@ -17,10 +17,6 @@ type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
 
-// redisAddr is the address of the redis-server the examples use, started
-// by TestMain on a free loopback port.
-var redisAddr string
-
 func TestMain(m *testing.M) {
 	redis.SetLogger(quiet{})
 	srv, err := redistest.Launch()
@@ -28,7 +24,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	redisAddr = srv.Addr
+	// The examples read their Redis's address from REDIS_ADDR, as a
+	// service would from its configuration ("" is go-redis's default,
+	// localhost:6379): here, the redis-server started on a free port.
+	if err := os.Setenv("REDIS_ADDR", srv.Addr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	srv.Close()
 	if code == 0 {

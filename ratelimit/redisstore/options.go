@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/sluicehq/sluice/metrics"
 )
 
 // An Option configures a Store.
@@ -20,6 +22,7 @@ type config struct {
 	breakerFailures int
 	breakerCooldown time.Duration
 	cacheSize       int
+	observer        metrics.StoreObserver
 	errs            []error
 }
 

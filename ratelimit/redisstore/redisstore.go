@@ -109,6 +109,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -169,6 +170,7 @@ type Store struct {
 	failure    FailurePolicy
 	local      *ratelimit.MemoryStore
 	onError    func(error)
+	observer   metrics.StoreObserver // nil: none
 	brk        breaker
 	cache      *refusalCache
 	scripts    [6]*redis.Script // by algorithm; 0: all five, for batches
@@ -236,6 +238,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		timeout:    cfg.timeout,
 		failure:    cfg.failure,
 		onError:    cfg.onError,
+		observer:   cfg.observer,
 		brk:        breaker{threshold: int32(cfg.breakerFailures), cooldown: cfg.breakerCooldown},
 	}
 	s.abort.Store(newAbort())
@@ -256,6 +259,9 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	}
 	for a := range s.scripts {
 		s.scripts[a] = scriptFor(ratelimit.Algorithm(a))
+	}
+	if s.observer != nil {
+		client.AddHook(newCallWatch(s, s.observer)) // see observe.go
 	}
 	return s, nil
 }
@@ -585,6 +591,7 @@ func noCancel() {}
 // which CheckRequests has already ruled out).
 func (s *Store) degrade(ctx context.Context, now time.Time, reqs []ratelimit.Request, cause error) error {
 	s.failed(cause)
+	s.observeDegraded(s.failure, cause, len(reqs))
 	switch s.failure {
 	case FailLocal:
 		if err := s.applyLocal(ctx, now, reqs); err != nil {

@@ -13,11 +13,13 @@ import (
 	"github.com/sluicehq/sluice/shed"
 )
 
-// Observer is an adapter: an observer of all three guards.
+// Observer is an adapter: an observer of all three guards and of the
+// rate-limit store.
 type Observer interface {
 	metrics.GateObserver
 	metrics.RateObserver
 	metrics.ShedObserver
+	metrics.StoreObserver
 }
 
 // Drive reports one event of each kind to o (release is the kind of the
@@ -29,6 +31,9 @@ func Drive(o Observer, release metrics.GateRelease) {
 	o.RateDecision("per_ip", metrics.RateDecision{Cost: 1, Allowed: true})
 	o.LeaseExpired("conc")
 	o.ShedDecision(metrics.ShedRefused, "sheddable")
+	o.StoreCall("decide", metrics.StoreOK, 300*time.Microsecond)
+	o.StoreCall("decide", metrics.StoreTimedOut, 100*time.Millisecond)
+	o.StoreDegraded("fail_open", metrics.StoreBreakerOpen, 2)
 }
 
 // NoAllocs fails t if observing allocates once every label value has been
@@ -38,7 +43,7 @@ func NoAllocs(t *testing.T, o Observer, release metrics.GateRelease) {
 	t.Helper()
 	Drive(o, release) // the first event of a label value builds its children
 	if a := testing.AllocsPerRun(1000, func() { Drive(o, release) }); a != 0 {
-		t.Fatalf("%v allocations per round of six events", a)
+		t.Fatalf("%v allocations per round of nine events", a)
 	}
 	c := clock.NewManual(time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC))
 	g, err := adaptive.New(adaptive.Fixed(4), adaptive.WithClock(c), adaptive.WithObserver(o))
