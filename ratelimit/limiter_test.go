@@ -555,11 +555,11 @@ func TestWaitOnManualClock(t *testing.T) {
 
 // deficit reads a bucket key's missing units from the in-memory store.
 func deficit(l *Limiter, key string) int64 {
-	h := l.tab.hash(key)
-	sh := l.tab.shardOf(h)
+	pr := l.tab.probeOf(key)
+	sh := l.tab.shardOf(pr.h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	i, ok := sh.find(key, h)
+	i, ok := sh.find(key, &pr)
 	if !ok {
 		return 0
 	}

@@ -150,11 +150,6 @@ type table struct {
 	order uint64
 }
 
-type stateTable struct {
-	shards[State]
-	pol Policy
-}
-
 type logTable struct {
 	shards[*stampLog]
 	pol Policy
@@ -177,101 +172,11 @@ func (m *MemoryStore) tableFor(p Policy) table {
 		}
 		t.lt = lt
 	} else {
-		st := &stateTable{pol: p}
-		st.seed, st.store = m.seed, m
-		st.fresh = func(s *State, now int64) bool {
-			next, _ := st.pol.take(*s, now, 0)
-			return next == State{}
-		}
+		st := &stateTable{pol: p, seed: m.seed, store: m}
 		t.st = st
 	}
 	m.tables[p] = t
 	return t
-}
-
-// take is the decision of one OpAllow request: the hot path.
-func (t *stateTable) take(key string, now, n int64) outcome {
-	h := t.hash(key)
-	sh := t.shardOf(h)
-	sh.mu.Lock()
-	i, found := sh.find(key, h)
-	var s State
-	if found {
-		s = sh.slots[i].val
-	}
-	next, o := t.pol.take(s, now, n)
-	if o.allowed {
-		switch {
-		case !found:
-			if next != (State{}) {
-				if _, err := t.insert(sh, key, h, next, now); err != nil {
-					o = t.pol.full(n)
-				}
-			}
-		case next == (State{}):
-			t.remove(sh, i)
-		default:
-			sh.slots[i].val = next
-			sh.touch(i)
-			t.tick(sh, now)
-		}
-	}
-	sh.mu.Unlock()
-	return o
-}
-
-// reserve is the decision of one OpReserve request; full reports that the
-// store could not hold the key (and nothing was reserved).
-func (t *stateTable) reserve(key string, now, n, maxWait int64) (ok bool, delay int64, mark State, full bool) {
-	h := t.hash(key)
-	sh := t.shardOf(h)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	i, found := sh.find(key, h)
-	var s State
-	if found {
-		s = sh.slots[i].val
-	}
-	next, ok, delay, mark := t.pol.reserve(s, now, n, maxWait)
-	if !ok {
-		return false, delay, State{}, false
-	}
-	var err error
-	t.store1(sh, i, found, key, h, next, now, &err)
-	if err != nil {
-		return false, delay, State{}, true
-	}
-	return true, delay, mark, false
-}
-
-// refund carries out one OpRefund request.
-func (t *stateTable) refund(key string, now, n int64, mark State) {
-	h := t.hash(key)
-	sh := t.shardOf(h)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	i, found := sh.find(key, h)
-	if !found {
-		return // fresh: nothing to give back
-	}
-	next := t.pol.refund(sh.slots[i].val, now, n, mark)
-	var err error
-	t.store1(sh, i, true, key, h, next, now, &err)
-}
-
-// store1 writes next as key's state: in place, by inserting, or by
-// dropping the key when next is a fresh key's. Requires sh.mu held.
-func (t *stateTable) store1(sh *shard[State], i int, found bool, key string, h uint64, next State, now int64, err *error) {
-	switch {
-	case !found:
-		if next != (State{}) {
-			_, *err = t.insert(sh, key, h, next, now)
-		}
-	case next == (State{}):
-		t.remove(sh, i)
-	default:
-		sh.slots[i].val = next
-	}
 }
 
 // take is the decision of one SlidingLog OpAllow request.
@@ -356,7 +261,7 @@ func applyTables(now int64, reqs []Request, tabs []table) error {
 		var h uint64
 		var mu *sync.Mutex
 		if t.st != nil {
-			h = t.st.hash(reqs[i].Key)
+			h = maphash.String(t.st.seed, reqs[i].Key)
 			mu = &t.st.shardOf(h).mu
 		} else {
 			h = t.lt.hash(reqs[i].Key)
@@ -380,7 +285,7 @@ func applyTables(now int64, reqs []Request, tabs []table) error {
 	for i := range reqs {
 		r := &reqs[i]
 		if tabs[i].st != nil {
-			undos[i] = tabs[i].st.do(r, hashes[i], now)
+			undos[i] = tabs[i].st.do(r, now)
 		} else {
 			undos[i] = tabs[i].lt.do(r, hashes[i], now)
 		}
@@ -397,7 +302,7 @@ func applyTables(now int64, reqs []Request, tabs []table) error {
 		}
 		r := &reqs[i]
 		if tabs[i].st != nil {
-			tabs[i].st.revert(r, hashes[i], undos[i], now)
+			tabs[i].st.revert(r, undos[i], now)
 		} else {
 			tabs[i].lt.revert(r, hashes[i], undos[i], now)
 		}
@@ -456,70 +361,6 @@ func sortLocks(ls []lockRef) []lockRef {
 		}
 	}
 	return out
-}
-
-// do carries out one request of a batch. A key the store cannot hold is
-// refused (SourceFull). Requires its shard locked.
-func (t *stateTable) do(r *Request, h uint64, now int64) undo {
-	sh := t.shardOf(h)
-	i, found := sh.find(r.Key, h)
-	var s State
-	if found {
-		s = sh.slots[i].val
-	}
-	u := undo{existed: found, prev: s}
-	n := int64(r.N)
-	var next State
-	switch r.Op {
-	case OpAllow:
-		var o outcome
-		next, o = t.pol.take(s, now, n)
-		r.Result = o.result(t.pol.burst)
-		if !o.allowed {
-			return u
-		}
-	case OpReserve:
-		var ok bool
-		var delay int64
-		next, ok, delay, r.Mark = t.pol.reserve(s, now, n, durationNs(r.MaxWait))
-		r.Delay = time.Duration(delay)
-		_, o := t.pol.take(next, now, 0)
-		r.Result = o.result(t.pol.burst)
-		r.Result.Allowed = ok
-		if !ok {
-			return u
-		}
-	case OpRefund:
-		next = t.pol.refund(s, now, n, r.Mark)
-		_, o := t.pol.take(next, now, 0)
-		r.Result = o.result(t.pol.burst)
-	}
-	var err error
-	t.store1(sh, i, found, r.Key, h, next, now, &err)
-	if err != nil {
-		r.Result = t.pol.full(n).result(t.pol.burst)
-		r.Delay, r.Mark = 0, State{}
-		return u
-	}
-	u.done = true
-	return u
-}
-
-// revert undoes a request of a refused batch and reports its unchanged
-// state. Requires its shard locked.
-func (t *stateTable) revert(r *Request, h uint64, u undo, now int64) {
-	sh := t.shardOf(h)
-	i, found := sh.find(r.Key, h)
-	var err error
-	if u.existed {
-		t.store1(sh, i, found, r.Key, h, u.prev, now, &err)
-	} else if found {
-		t.remove(sh, i)
-	}
-	_, o := t.pol.take(u.prev, now, 0)
-	allowed := r.Result.Allowed
-	r.Result = o.result(t.pol.burst)
-	r.Result.Allowed = allowed
 }
 
 // do carries out one SlidingLog request of a batch. A key the store cannot
