@@ -231,6 +231,10 @@ type timebase struct {
 	manual   bool
 	base     time.Time
 	baseNs   int64
+	// coarse is clk when it is a *clock.Coarse, read directly; coarseNs
+	// converts its Nanos to Unix nanoseconds of this time base.
+	coarse   *clock.Coarse
+	coarseNs int64
 }
 
 func newTimebase(c clock.Clock) timebase {
@@ -239,14 +243,21 @@ func newTimebase(c clock.Clock) timebase {
 	tb.since = clock.ElapsedOf(c)
 	tb.base = c.Now()
 	tb.baseNs = tb.base.UnixNano()
+	if co, ok := c.(*clock.Coarse); ok {
+		tb.coarse = co
+		tb.coarseNs = tb.baseNs - int64(tb.base.Sub(co.Start()))
+	}
 	return tb
 }
 
 // now returns the current time in Unix nanoseconds. On the system clock it
-// is one monotonic clock read.
+// is one monotonic clock read; on a Coarse clock one atomic load.
 func (tb *timebase) now() int64 {
 	if tb.sysClock {
 		return tb.baseNs + int64(time.Since(tb.base))
+	}
+	if tb.coarse != nil {
+		return tb.coarseNs + tb.coarse.Nanos()
 	}
 	return tb.baseNs + int64(tb.since.Since(tb.base))
 }
