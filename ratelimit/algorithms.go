@@ -21,23 +21,44 @@ import (
 // must never drop any other.
 type State struct{ A, B int64 }
 
-// outcome is a decision in nanoseconds, before it becomes a Result.
+// outcome is a decision in nanoseconds, before it becomes a Result. It has
+// four fields of at most 8 bytes, so that the compiler keeps it in
+// registers (a larger struct lives in memory and is copied with 16-byte
+// moves of what was stored 8 bytes at a time, a store-forwarding stall per
+// copy: measured at 5–13 ns of a 75 ns decision). A refusal because the
+// store could not hold the key is marked by remaining = fullMark (see full).
 type outcome struct {
 	allowed    bool
 	remaining  int64
 	retryAfter int64 // ns; 0 when allowed
 	resetAfter int64 // ns until the key's state is a fresh key's
-	full       bool  // refused because the store could not hold the key
+}
+
+// fullMark is the remaining of a full store's refusal; a limit's remaining
+// is never negative.
+const fullMark = -1
+
+// fill writes the Result of o into r, field by field (see AllowN).
+func (o outcome) fill(r *Result, limit int64) {
+	r.Limit = int(limit)
+	r.RetryAfter = time.Duration(o.retryAfter)
+	if o.remaining == fullMark {
+		r.Source = SourceFull
+		return
+	}
+	r.Allowed = o.allowed
+	r.Source = SourceLimit
+	r.Remaining = int(o.remaining)
+	r.ResetAfter = time.Duration(o.resetAfter)
 }
 
 func (o outcome) result(limit int64) Result {
-	src := SourceLimit
-	if o.full {
-		src = SourceFull
+	if o.remaining == fullMark {
+		return Result{Source: SourceFull, Limit: int(limit), RetryAfter: time.Duration(o.retryAfter)}
 	}
 	return Result{
 		Allowed:    o.allowed,
-		Source:     src,
+		Source:     SourceLimit,
 		Limit:      int(limit),
 		Remaining:  int(o.remaining),
 		RetryAfter: time.Duration(o.retryAfter),

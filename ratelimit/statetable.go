@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,11 +77,22 @@ type stateShard struct {
 // stateTable is one table: all keys of one constant-state Policy in one
 // MemoryStore.
 type stateTable struct {
-	seed  maphash.Seed
-	store *MemoryStore
-	pol   Policy
-	next  atomic.Uint32 // the next shard reclaim looks at
-	s     [numShards]stateShard
+	seed    maphash.Seed
+	mixSeed [3]uint64 // random, for the short keys' hash (probeOf)
+	store   *MemoryStore
+	pol     Policy
+	next    atomic.Uint32 // the next shard reclaim looks at
+	s       [numShards]stateShard
+}
+
+// newStateTable returns the empty table of p in m.
+func newStateTable(m *MemoryStore, p Policy) *stateTable {
+	t := &stateTable{pol: p, seed: m.seed, store: m}
+	for i := range t.mixSeed {
+		// Odd, so that no seed word is zero.
+		t.mixSeed[i] = maphash.Comparable(m.seed, i) | 1
+	}
+	return t
 }
 
 // probe is what a lookup compares: a key's hash, meta without the used bit
@@ -92,23 +104,47 @@ type probe struct {
 	k1   uint64
 }
 
-// probeOf hashes and packs key.
+// probeOf hashes and packs key. A short key is packed into k1 and k0 by a
+// few loads (its length, in meta, makes the packing injective): bytes 0–7
+// and the last 4 (overlapping) for 8–12 bytes, bytes 0–3 and the last 4 for
+// 4–7, and bytes 0, n/2 and n−1 for 1–3. Its hash mixes those words with
+// the table's random seed (two 64×64→128-bit multiplications, as the
+// runtime's own fallback hash does) instead of hashing the bytes again; a
+// long key is hashed by maphash.
 func (t *stateTable) probeOf(key string) probe {
-	h := maphash.String(t.seed, key)
-	pr := probe{h: h}
-	tag := uint32(h >> (64 - tagBits))
-	if len(key) <= shortKey {
-		var b [shortKey]byte
-		copy(b[:], key)
-		pr.want = uint32(len(key))<<tagBits | tag
-		pr.k0 = binary.LittleEndian.Uint32(b[0:4])
-		pr.k1 = binary.LittleEndian.Uint64(b[4:12])
-		return pr
+	n := len(key)
+	b := unsafe.Slice(unsafe.StringData(key), n)
+	var pr probe
+	var tagh uint64
+	switch {
+	case n > shortKey:
+		pr.h = maphash.String(t.seed, key)
+		pr.want = longClass << tagBits
+		pr.k1 = uint64(n) | uint64(binary.LittleEndian.Uint32(b[:4]))<<32
+		tagh = pr.h
+	default:
+		switch {
+		case n >= 8:
+			pr.k1 = binary.LittleEndian.Uint64(b[:8])
+			pr.k0 = binary.LittleEndian.Uint32(b[n-4:])
+		case n >= 4:
+			pr.k1 = uint64(binary.LittleEndian.Uint32(b[:4]))
+			pr.k0 = binary.LittleEndian.Uint32(b[n-4:])
+		case n > 0:
+			pr.k0 = uint32(b[0]) | uint32(b[n>>1])<<8 | uint32(b[n-1])<<16
+		}
+		pr.h = mix(mix(pr.k1^t.mixSeed[0], uint64(pr.k0)^t.mixSeed[1]), uint64(n)^t.mixSeed[2])
+		pr.want = uint32(n) << tagBits
+		tagh = pr.h
 	}
-	pr.want = longClass<<tagBits | tag
-	prefix := uint32(key[0]) | uint32(key[1])<<8 | uint32(key[2])<<16 | uint32(key[3])<<24
-	pr.k1 = uint64(len(key)) | uint64(prefix)<<32
+	pr.want |= uint32(tagh >> (64 - tagBits))
 	return pr
+}
+
+// mix is the folded 128-bit product of a and b.
+func mix(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
 }
 
 func (t *stateTable) shardOf(h uint64) *stateShard { return &t.s[h&(numShards-1)] }
@@ -125,15 +161,25 @@ func (sh *stateShard) longKey(e *slot) string {
 	return unsafe.String(&sh.arena[e.k0], int(uint32(e.k1)))
 }
 
-// key returns the key of the occupied slot e (a copy for short keys).
+// key returns the key of the occupied slot e (a copy for short keys; see
+// probeOf for their packing).
 func (sh *stateShard) key(e *slot) string {
 	if isLong(e.meta) {
 		return sh.longKey(e)
 	}
+	n := int((e.meta & classMask) >> tagBits)
 	var b [shortKey]byte
-	binary.LittleEndian.PutUint32(b[0:4], e.k0)
-	binary.LittleEndian.PutUint64(b[4:12], e.k1)
-	return string(b[:(e.meta&classMask)>>tagBits])
+	switch {
+	case n >= 8:
+		binary.LittleEndian.PutUint64(b[:8], e.k1)
+		binary.LittleEndian.PutUint32(b[n-4:n], e.k0)
+	case n >= 4:
+		binary.LittleEndian.PutUint32(b[n-4:n], e.k0) // overlaps: first 4 win
+		binary.LittleEndian.PutUint32(b[:4], uint32(e.k1))
+	default:
+		b[0], b[n>>1], b[n-1] = byte(e.k0), byte(e.k0>>8), byte(e.k0>>16)
+	}
+	return string(b[:n])
 }
 
 // find returns the slot holding the key of pr, or the empty slot where it

@@ -172,7 +172,7 @@ func (m *MemoryStore) tableFor(p Policy) table {
 		}
 		t.lt = lt
 	} else {
-		st := &stateTable{pol: p, seed: m.seed, store: m}
+		st := newStateTable(m, p)
 		t.st = st
 	}
 	m.tables[p] = t
@@ -210,7 +210,7 @@ func (t *logTable) take(key string, now, n int64) outcome {
 // full is the refusal of a request for a key a full store cannot hold: a
 // retry is worth it no sooner than the limit takes to grant n units.
 func (p *Policy) full(n int64) outcome {
-	return outcome{retryAfter: max(1, mulDivCeil(n, p.period, p.rate)), full: true}
+	return outcome{remaining: fullMark, retryAfter: max(1, mulDivCeil(n, p.period, p.rate))}
 }
 
 // Apply carries out reqs as one atomic step (see Store). The shards of all
@@ -261,7 +261,7 @@ func applyTables(now int64, reqs []Request, tabs []table) error {
 		var h uint64
 		var mu *sync.Mutex
 		if t.st != nil {
-			h = maphash.String(t.st.seed, reqs[i].Key)
+			h = t.st.probeOf(reqs[i].Key).h
 			mu = &t.st.shardOf(h).mu
 		} else {
 			h = t.lt.hash(reqs[i].Key)

@@ -125,7 +125,7 @@ func TestStateTableMatchesMap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tab := &stateTable{pol: pol, seed: m.seed, store: m}
+	tab := newStateTable(m, pol)
 	live := func(v int64) State { return State{A: 1 << 50, B: v} }
 	dead := State{A: -5, B: 1}
 	want := map[string]int64{}
