@@ -142,11 +142,10 @@ func TestFunctionCalls(t *testing.T) {
 func TestConformanceScripts(t *testing.T) {
 	srv := redistest.Start(t)
 	c, h := testClient(t, srv.Addr)
-	s, err := New(c, WithTimeout(30*time.Second), WithCallerTime(), WithRefusalCache(0))
+	s, err := New(c, WithTimeout(30*time.Second), WithCallerTime(), WithRefusalCache(0), WithoutFunctions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.fn.Store(fnUnsupported)
 	ratelimittest.RunResolution(t, func(*testing.T) ratelimit.Store { return s }, time.Microsecond)
 	if _, cmds := h.take(); cmds["fcall"] != 0 || cmds["evalsha"] == 0 {
 		t.Fatalf("commands %v: want EVALSHA and no FCALL", cmds)

@@ -263,6 +263,9 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if cfg.cacheSize > 0 {
 		s.cache = newRefusalCache(cfg.cacheSize)
 	}
+	if cfg.noFunctions {
+		s.fn.Store(fnUnsupported)
+	}
 	if cfg.failure == FailLocal {
 		local, err := ratelimit.NewMemoryStore(cfg.localKeys)
 		if err != nil {
