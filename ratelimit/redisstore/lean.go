@@ -21,8 +21,9 @@ import (
 //
 //   - the state is binary, struct.pack('<dd') of its numbers (three for a
 //     sliding window), all integers below 2^53 and so exact as doubles;
-//   - the policy travels as one binary argument, unpacked by one
-//     struct.unpack, instead of eight decimal strings each read by tonumber;
+//   - the policy and the cost travel as one binary argument, unpacked by
+//     one struct.unpack, instead of eight decimal strings each read by
+//     tonumber (the argument of a cost of 1 is built once per policy);
 //   - TTLs and scores are passed to redis.call as numbers (Redis formats an
 //     integral number as an integer), not through string.format;
 //   - no helper function: each exact floor division (fdm of scripts.go) is
@@ -31,9 +32,8 @@ import (
 // Each takes
 //
 //	KEYS[1]  the key
-//	ARGV[1]  struct.pack('<dddddd', period µs, burst, r, p, cap, least expiry ms)
-//	ARGV[2]  n
-//	ARGV[3]  now in µs (WithCallerTime only; else the server's TIME)
+//	ARGV[1]  struct.pack('<ddddddd', period µs, burst, r, p, cap, least expiry ms, n)
+//	ARGV[2]  now in µs (WithCallerTime only; else the server's TIME)
 //
 // and returns {allowed, remaining, retry µs, reset µs}. A refused request
 // writes nothing (a sliding log's refusal may drop stamps that every later
@@ -53,10 +53,9 @@ import (
 
 // leanHead reads the arguments and the time.
 const leanHead = `
-local P, b, r, per, cap, minTTL = struct.unpack('<dddddd', ARGV[1])
-local n = tonumber(ARGV[2])
+local P, b, r, per, cap, minTTL, n = struct.unpack('<ddddddd', ARGV[1])
 local now
-if ARGV[3] then now = tonumber(ARGV[3]) else local t = redis.call('TIME'); now = t[1] * 1000000 + t[2] end
+if ARGV[2] then now = tonumber(ARGV[2]) else local t = redis.call('TIME'); now = t[1] * 1000000 + t[2] end
 local k = KEYS[1]
 `
 
@@ -269,10 +268,10 @@ func init() {
 }
 
 // leanPolicy returns ARGV[1] of the lean scripts for a policy's arguments
-// (alg, period µs, burst, r, p, cap) and the least expiry in ms.
-func leanPolicy(args [6]int64, minTTL int64) string {
-	var b [48]byte
-	for i, x := range [6]int64{args[1], args[2], args[3], args[4], args[5], minTTL} {
+// (alg, period µs, burst, r, p, cap), the least expiry in ms and a cost n.
+func leanPolicy(args [6]int64, minTTL, n int64) string {
+	var b [56]byte
+	for i, x := range [7]int64{args[1], args[2], args[3], args[4], args[5], minTTL, n} {
 		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(float64(x)))
 	}
 	return string(b[:])

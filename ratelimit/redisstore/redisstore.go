@@ -201,7 +201,7 @@ type policy struct {
 	id   string // the key suffix naming the policy
 	alg  ratelimit.Algorithm
 	args [6]int64 // alg, period µs, burst, r, p, cap
-	lean [2]any   // ARGV[1] of the lean scripts (leanPolicy), boxed once: server time, caller time
+	lean [2]any   // ARGV[1] of the lean scripts for a cost of 1 (leanPolicy), boxed once: server time, caller time
 }
 
 // Bounds of the scripts' arithmetic (see the package documentation).
@@ -392,7 +392,7 @@ func toPolicy(p ratelimit.Policy) *policy {
 	// text state of earlier versions are never read as binary (during a
 	// rolling upgrade, old and new processes keep separate keys).
 	q.id = fmt.Sprintf("%s2:%d:%d:%d", algTag[alg], rate, P, burst)
-	q.lean = [2]any{leanPolicy(q.args, minTTLServer), leanPolicy(q.args, minTTLCaller)}
+	q.lean = [2]any{leanPolicy(q.args, minTTLServer, 1), leanPolicy(q.args, minTTLCaller, 1)}
 	return q
 }
 
@@ -558,30 +558,24 @@ const (
 	minTTLCaller = 60000
 )
 
-// boxed holds small costs as interfaces, so that passing n to a script
-// allocates nothing.
-var boxed = func() (b [256]any) {
-	for i := range b {
-		b[i] = int64(i)
-	}
-	return b
-}()
-
 // applyLean decides one OpAllow request with its algorithm's lean script:
 // FCALL where the server has Redis Functions (see lean.go), else EVALSHA.
 func (s *Store) applyLean(ctx context.Context, now time.Time, reqs []ratelimit.Request, q *policy, key string, gen uint64) error {
 	r := &reqs[0]
-	var argBuf [3]any
+	var argBuf [2]any
 	args := argBuf[:0]
 	nowNs := now.UnixNano()
-	var n any = int64(r.N)
-	if r.N < len(boxed) {
-		n = boxed[r.N]
+	mode := 0
+	if s.callerTime {
+		mode = 1
+	}
+	if r.N == 1 {
+		args = append(args, q.lean[mode])
+	} else {
+		args = append(args, leanPolicy(q.args, [2]int64{minTTLServer, minTTLCaller}[mode], int64(r.N)))
 	}
 	if s.callerTime {
-		args = append(args, q.lean[1], n, floorDiv(nowNs, 1000))
-	} else {
-		args = append(args, q.lean[0], n)
+		args = append(args, floorDiv(nowNs, 1000))
 	}
 	c := s.begin(ctx)
 	defer c.end()
