@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"math"
 	"strings"
 
@@ -27,7 +28,9 @@ import (
 //   - TTLs and scores are passed to redis.call as numbers (Redis formats an
 //     integral number as an integer), not through string.format;
 //   - no helper function: each exact floor division (fdm of scripts.go) is
-//     written out where it is used, on the admission path at least.
+//     written out where it is used, on the admission path at least;
+//   - the answer is one packed string, not a table;
+//   - math.floor and math.max are read from the globals once per call.
 //
 // Each takes
 //
@@ -35,7 +38,10 @@ import (
 //	ARGV[1]  struct.pack('<ddddddd', period µs, burst, r, p, cap, least expiry ms, n)
 //	ARGV[2]  now in µs (WithCallerTime only; else the server's TIME)
 //
-// and returns {allowed, remaining, retry µs, reset µs}. A refused request
+// and returns struct.pack('<dddd', allowed, remaining, retry µs, reset µs):
+// one bulk string, which costs Redis less than a table of four integers
+// (measured: 0.1 of the floor's time, see docs/benchmarks-ratelimit.md) and
+// the client no array to allocate. A refused request
 // writes nothing (a sliding log's refusal may drop stamps that every later
 // decision ignores).
 //
@@ -53,6 +59,7 @@ import (
 
 // leanHead reads the arguments and the time.
 const leanHead = `
+local floor, max = math.floor, math.max
 local P, b, r, per, cap, minTTL, n = struct.unpack('<ddddddd', ARGV[1])
 local now
 if ARGV[2] then now = tonumber(ARGV[2]) else local t = redis.call('TIME'); now = t[1] * 1000000 + t[2] end
@@ -67,19 +74,19 @@ if v then
   sw, c = struct.unpack('<dd', v)
   if sw * P > now then lag = sw * P - now; now = sw * P end -- keyTime
 end
-local w = math.floor(now / P)
+local w = floor(now / P)
 local e = now - w * P
 if e < 0 then w = w - 1; e = e + P elseif e >= P then w = w + 1; e = e - P end
 local toEnd = P - e + lag
 if sw ~= w then c = 0 end
-if n > b - c then return {0, b - c, toEnd, toEnd} end
+if n > b - c then return struct.pack('<dddd', 0, b - c, toEnd, toEnd) end
 c = c + n
 if c == 0 then
   if v then redis.call('DEL', k) end
-  return {1, b, 0, 0}
+  return struct.pack('<dddd', 1, b, 0, 0)
 end
-redis.call('SET', k, struct.pack('<dd', w, c), 'PX', math.max(minTTL, math.floor(toEnd / 1000) + 1))
-return {1, b - c, 0, toEnd}
+redis.call('SET', k, struct.pack('<dd', w, c), 'PX', max(minTTL, floor(toEnd / 1000) + 1))
+return struct.pack('<dddd', 1, b - c, 0, toEnd)
 `
 
 // leanSlidingWindow is ratelimit's slidingWindow; state '<ddd' w prev curr.
@@ -91,34 +98,34 @@ if v then
   sw, sp, sc = struct.unpack('<ddd', v)
   if sw * P > now then lag = sw * P - now; now = sw * P end -- keyTime
 end
-local w = math.floor(now / P)
+local w = floor(now / P)
 local e = now - w * P
 if e < 0 then w = w - 1; e = e + P elseif e >= P then w = w + 1; e = e - P end
 if sw == w then prev, curr = sp, sc elseif sw == w - 1 then prev = sc end
 local x = prev * (P - e)
-local weight = math.floor(x / P)
+local weight = floor(x / P)
 local m = x - weight * P
 if m < 0 then weight = weight - 1; m = m + P elseif m >= P then weight = weight + 1; m = m - P end
 if m > 0 then weight = weight + 1 end
 if curr + n + weight > b then
   local function fdm(a, c)
-    local q = math.floor(a / c)
+    local q = floor(a / c)
     local mm = a - q * c
     if mm < 0 then q = q - 1 elseif mm >= c then q = q + 1 end
     return q
   end
   local reset = P - e + lag
   if curr > 0 then reset = 2 * P - e + lag end
-  local rem = math.max(0, b - curr - weight)
+  local rem = max(0, b - curr - weight)
   local a = b - curr - n
   if a >= 0 then
     local kk = fdm(a * P, prev)
-    if kk > 0 then return {0, rem, P - kk - e + lag, reset} end
+    if kk > 0 then return struct.pack('<dddd', 0, rem, P - kk - e + lag, reset) end
   end
   local y = 0
   a = b - n
   if curr > a then y = P - fdm(a * P, curr) end
-  return {0, rem, P - e + y + lag, reset}
+  return struct.pack('<dddd', 0, rem, P - e + y + lag, reset)
 end
 curr = curr + n
 local rem = b - curr - weight
@@ -126,10 +133,10 @@ local reset = 0
 if curr > 0 then reset = 2 * P - e + lag elseif prev > 0 then reset = P - e + lag end
 if reset == 0 then
   if v then redis.call('DEL', k) end
-  return {1, rem, 0, 0}
+  return struct.pack('<dddd', 1, rem, 0, 0)
 end
-redis.call('SET', k, struct.pack('<ddd', w, prev, curr), 'PX', math.max(minTTL, math.floor(reset / 1000) + 1))
-return {1, rem, 0, reset}
+redis.call('SET', k, struct.pack('<ddd', w, prev, curr), 'PX', max(minTTL, floor(reset / 1000) + 1))
+return struct.pack('<dddd', 1, rem, 0, reset)
 `
 
 // leanBucket is ratelimit's bucket for TokenBucket (state '<dd' d t) and
@@ -151,41 +158,41 @@ end
 local need = d + n * per
 if need > cap then
   local function cdiv(x, y)
-    local q = math.floor(x / y)
+    local q = floor(x / y)
     local mm = x - q * y
     if mm < 0 then q = q - 1; mm = mm + y elseif mm >= y then q = q + 1; mm = mm - y end
     if mm > 0 then q = q + 1 end
     return q
   end
-  local left = math.max(0, cap - d)
-  local rem = math.floor(left / per)
+  local left = max(0, cap - d)
+  local rem = floor(left / per)
   local mr = left - rem * per
   if mr < 0 then rem = rem - 1 elseif mr >= per then rem = rem + 1 end
   local z = cdiv(d, r)
   if z > 0 then z = z + lag end
-  return {0, rem, cdiv(need - cap, r) + lag, z}
+  return struct.pack('<dddd', 0, rem, cdiv(need - cap, r) + lag, z)
 end
 if need <= 0 then
   if v then redis.call('DEL', k) end
-  local rem = math.floor(cap / per)
+  local rem = floor(cap / per)
   local mr = cap - rem * per
   if mr < 0 then rem = rem - 1 elseif mr >= per then rem = rem + 1 end
-  return {1, rem, 0, 0}
+  return struct.pack('<dddd', 1, rem, 0, 0)
 end
-local q = math.floor(need / r)
+local q = floor(need / r)
 local mq = need - q * r
 if mq < 0 then q = q - 1; mq = mq + r elseif mq >= r then q = q + 1; mq = mq - r end
 local reset = q
 if mq > 0 then reset = q + 1 end
 reset = reset + lag
 local left = cap - need
-local rem = math.floor(left / per)
+local rem = floor(left / per)
 local mr = left - rem * per
 if mr < 0 then rem = rem - 1 elseif mr >= per then rem = rem + 1 end
 local st
 if GCRA then st = struct.pack('<dd', now + q, mq) else st = struct.pack('<dd', need, now) end
-redis.call('SET', k, st, 'PX', math.max(minTTL, math.floor(reset / 1000) + 1))
-return {1, rem, 0, reset}
+redis.call('SET', k, st, 'PX', max(minTTL, floor(reset / 1000) + 1))
+return struct.pack('<dddd', 1, rem, 0, reset)
 `
 
 // leanSlidingLog is ratelimit's slidingLog on the sorted set of the batch
@@ -207,11 +214,11 @@ end
 if c + n > b then
   local j = c + n - b - 1
   local at = tonumber(redis.call('ZRANGEBYSCORE', k, '(' .. cut, '+inf', 'WITHSCORES', 'LIMIT', j, 1)[2])
-  return {0, b - c, at + P - now, tonumber(top[2]) + P - now}
+  return struct.pack('<dddd', 0, b - c, at + P - now, tonumber(top[2]) + P - now)
 end
 if n == 0 then
-  if c == 0 then return {1, b, 0, 0} end
-  return {1, b - c, 0, tonumber(top[2]) + P - now}
+  if c == 0 then return struct.pack('<dddd', 1, b, 0, 0) end
+  return struct.pack('<dddd', 1, b - c, 0, tonumber(top[2]) + P - now)
 end
 if cut and c > 0 then redis.call('ZREMRANGEBYSCORE', k, '-inf', cut) end
 local ts = string.format('%.0f', t)
@@ -220,8 +227,8 @@ while added < n do
   i = i + 1
   added = added + redis.call('ZADD', k, 'NX', t, ts .. ':' .. i)
 end
-redis.call('PEXPIRE', k, math.max(minTTL, math.floor((t - now + P) / 1000) + 1))
-return {1, b - c - n, 0, t + P - now}
+redis.call('PEXPIRE', k, max(minTTL, floor((t - now + P) / 1000) + 1))
+return struct.pack('<dddd', 1, b - c - n, 0, t + P - now)
 `
 
 // leanBodies are the lean scripts by algorithm.
@@ -265,6 +272,18 @@ func init() {
 		lib.WriteString("redis.register_function('" + name + "', function(KEYS, ARGV)\n" + body + "end)\n")
 	}
 	leanLibrary = lib.String()
+}
+
+// leanAnswer decodes a lean script's answer (see above).
+func leanAnswer(s string) ([4]int64, error) {
+	var v [4]int64
+	if len(s) != 32 {
+		return v, fmt.Errorf("sluice/redisstore: script answered %d bytes for 32", len(s))
+	}
+	for i := range v {
+		v[i] = int64(math.Float64frombits(binary.LittleEndian.Uint64([]byte(s[8*i : 8*i+8]))))
+	}
+	return v, nil
 }
 
 // leanPolicy returns ARGV[1] of the lean scripts for a policy's arguments

@@ -579,9 +579,10 @@ func (s *Store) applyLean(ctx context.Context, now time.Time, reqs []ratelimit.R
 	}
 	c := s.begin(ctx)
 	defer c.end()
-	v, err := s.runLean(c.ctx, q.alg, key, args)
-	if err == nil && len(v) != 4 {
-		err = fmt.Errorf("sluice/redisstore: script answered %d values for 4", len(v))
+	var v [4]int64
+	ans, err := s.runLean(c.ctx, q.alg, key, args)
+	if err == nil {
+		v, err = leanAnswer(ans)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -616,15 +617,15 @@ const (
 // round trip) when this store has not loaded it yet or the server lost it
 // (FUNCTION FLUSH, a new server); with EVALSHA (and EVAL after NOSCRIPT)
 // where Functions are not supported.
-func (s *Store) runLean(ctx context.Context, alg ratelimit.Algorithm, key string, args []any) ([]int64, error) {
+func (s *Store) runLean(ctx context.Context, alg ratelimit.Algorithm, key string, args []any) (string, error) {
 	c, ok := s.client.(*redis.Client)
 	state := s.fn.Load()
 	if !ok || state == fnUnsupported {
-		return leanScripts[alg].Run(ctx, s.client, []string{key}, args...).Int64Slice()
+		return leanScripts[alg].Run(ctx, s.client, []string{key}, args...).Text()
 	}
 	keys := []string{key}
 	if state == fnLoaded {
-		v, err := c.FCall(ctx, leanFunctions[alg], keys, args...).Int64Slice()
+		v, err := c.FCall(ctx, leanFunctions[alg], keys, args...).Text()
 		if err == nil || !isNoFunction(err) {
 			return v, err
 		}
@@ -640,16 +641,16 @@ func (s *Store) runLean(ctx context.Context, alg ratelimit.Algorithm, key string
 		if lerr := cmds[0].Err(); lerr != nil {
 			if isNoFunctions(lerr) {
 				s.fn.Store(fnUnsupported)
-				return leanScripts[alg].Run(ctx, s.client, keys, args...).Int64Slice()
+				return leanScripts[alg].Run(ctx, s.client, keys, args...).Text()
 			}
-			return nil, lerr
+			return "", lerr
 		}
 		s.fn.CompareAndSwap(fnUnknown, fnLoaded)
 	}
 	if call == nil {
-		return nil, err
+		return "", err
 	}
-	return call.Int64Slice()
+	return call.Text()
 }
 
 // isNoFunction reports whether err is Redis's answer to FCALL of a
