@@ -43,13 +43,19 @@ const (
 	shortKey = 12
 	// longClass is the length class of a key kept in the arena.
 	longClass = shortKey + 1
+	// tagBits of the hash are kept in meta: what the used bit and the
+	// 4-bit length class leave of 32 bits. They also place a key in its
+	// shard (homeOf), so a shard is never more than 2^27 slots: 2^35 keys
+	// in all, far beyond any key cap.
 	tagBits   = 27
 	tagMask   = 1<<tagBits - 1
 	classMask = 0xf << tagBits
 	// arenaSlack is the garbage (bytes of dropped long keys) a shard's
 	// arena may hold before it is compacted, at least: compacting is a pass
 	// over the shard, so it waits until the garbage is also half the arena,
-	// which makes its cost O(1) per byte dropped.
+	// which makes its cost O(1) per byte dropped; 4 KiB (a page) keeps
+	// small arenas, whose garbage costs little, from being compacted at
+	// every other deletion.
 	arenaSlack = 4 << 10
 )
 
