@@ -45,8 +45,9 @@ const (
 	longClass = shortKey + 1
 	// tagBits of the hash are kept in meta: what the used bit and the
 	// 4-bit length class leave of 32 bits. They also place a key in its
-	// shard (homeOf), so a shard is never more than 2^27 slots: 2^35 keys
-	// in all, far beyond any key cap.
+	// shard (homeOf): beyond 2^27 slots in one shard (2^35 keys in all,
+	// far beyond any sensible key cap) some slots would be no key's home,
+	// which only lengthens probes.
 	tagBits   = 27
 	tagMask   = 1<<tagBits - 1
 	classMask = 0xf << tagBits
