@@ -73,6 +73,9 @@ type keyed interface {
 	// parallel runs b.RunParallel, each goroutine cycling through keys from
 	// its own offset, and counts the decisions that did not admit.
 	parallel(b *testing.B, keys []string) tally
+	// run decides one request for each of keys, in order, and counts the
+	// decisions that did not admit (TestRateCompare's timed loop).
+	run(keys []string) tally
 	// storedKeyLen is the length of the string the limiter keeps for key
 	// (ulule keeps a prefixed copy), for the bytes-per-key measurement.
 	storedKeyLen(key string) int
@@ -119,6 +122,22 @@ func rlImpls() []rlImpl {
 			return k
 		}})
 	}
+	// Take, which returns the 32-byte Decision instead of a Result, on the
+	// system clock and on the coarse one.
+	impls = append(impls,
+		rlImpl{name: "sluice.token_bucket.take", new: func(tb testing.TB, n int, per time.Duration) keyed {
+			return sluiceTakeKeyed{newSluiceKeyed(tb, ratelimit.TokenBucket, ratelimit.Limit{Rate: n, Period: per})}
+		}},
+		rlImpl{name: "sluice.token_bucket.take+coarse", new: func(tb testing.TB, n int, per time.Duration) keyed {
+			c, err := clock.NewCoarse(time.Millisecond)
+			if err != nil {
+				tb.Fatalf("clock.NewCoarse: %v", err)
+			}
+			k := newSluiceKeyed(tb, ratelimit.TokenBucket, ratelimit.Limit{Rate: n, Period: per}, ratelimit.WithClock(c))
+			k.stop = c.Stop
+			return sluiceTakeKeyed{k}
+		}},
+	)
 	return append(impls,
 		rlImpl{name: "sethvargo", new: func(tb testing.TB, n int, per time.Duration) keyed { return newSethvargo(tb, uint64(n), per) }},
 		rlImpl{name: "xtime", new: func(_ testing.TB, n int, per time.Duration) keyed { return newXTime(n, per) }},
@@ -174,6 +193,18 @@ func rlParallel[L allower](b *testing.B, l L, keys []string) tally {
 	return total
 }
 
+// rlRun decides one request of l for each of keys, in order, and counts
+// the decisions that did not admit.
+func rlRun[L allower](l L, keys []string) tally {
+	var c tally
+	for _, k := range keys {
+		if o := l.allow(k); o != admitted {
+			c.add(o)
+		}
+	}
+	return c
+}
+
 // rlStart is a parallel goroutine's first key index: spread over the keys so
 // that goroutines do not walk in lockstep.
 func rlStart(seq *atomic.Uint64, n int) int { return int(seq.Add(7919) % uint64(n)) }
@@ -222,13 +253,40 @@ func (s sluiceKeyed) allow(key string) outcome {
 
 func (s sluiceKeyed) serial(b *testing.B, keys []string) tally   { return rlSerial(b, s, keys) }
 func (s sluiceKeyed) parallel(b *testing.B, keys []string) tally { return rlParallel(b, s, keys) }
+func (s sluiceKeyed) run(keys []string) tally                    { return rlRun(s, keys) }
 
-func (sluiceKeyed) storedKeyLen(key string) int { return len(key) }
+// storedKeyLen: sluice keeps a key of up to 12 bytes inside its slot (no
+// string), a longer one in its shard's byte arena.
+func (sluiceKeyed) storedKeyLen(key string) int {
+	if len(key) <= 12 {
+		return 0
+	}
+	return len(key)
+}
 func (s sluiceKeyed) close() {
 	if s.stop != nil {
 		s.stop()
 	}
 }
+
+// sluiceTakeKeyed decides with Limiter.Take (a Decision) instead of Allow
+// (a Result).
+type sluiceTakeKeyed struct{ sluiceKeyed }
+
+func (s sluiceTakeKeyed) allow(key string) outcome {
+	d, err := s.l.Take(s.ctx, key, 1)
+	switch {
+	case err != nil:
+		return failed
+	case !d.Allowed():
+		return refused
+	}
+	return admitted
+}
+
+func (s sluiceTakeKeyed) serial(b *testing.B, keys []string) tally   { return rlSerial(b, s, keys) }
+func (s sluiceTakeKeyed) parallel(b *testing.B, keys []string) tally { return rlParallel(b, s, keys) }
+func (s sluiceTakeKeyed) run(keys []string) tally                    { return rlRun(s, keys) }
 
 // ---- sethvargo/go-limiter, memorystore ----
 
@@ -262,6 +320,7 @@ func (s sethvargoKeyed) allow(key string) outcome {
 
 func (s sethvargoKeyed) serial(b *testing.B, keys []string) tally   { return rlSerial(b, s, keys) }
 func (s sethvargoKeyed) parallel(b *testing.B, keys []string) tally { return rlParallel(b, s, keys) }
+func (s sethvargoKeyed) run(keys []string) tally                    { return rlRun(s, keys) }
 
 func (sethvargoKeyed) storedKeyLen(key string) int { return len(key) }
 
@@ -296,6 +355,7 @@ func (x xtimeKeyed) allow(key string) outcome {
 
 func (x xtimeKeyed) serial(b *testing.B, keys []string) tally   { return rlSerial(b, x, keys) }
 func (x xtimeKeyed) parallel(b *testing.B, keys []string) tally { return rlParallel(b, x, keys) }
+func (x xtimeKeyed) run(keys []string) tally                    { return rlRun(x, keys) }
 
 func (xtimeKeyed) storedKeyLen(key string) int { return len(key) }
 func (xtimeKeyed) close()                      {}
@@ -339,6 +399,7 @@ func (t throttledKeyed) allow(key string) outcome {
 
 func (t throttledKeyed) serial(b *testing.B, keys []string) tally   { return rlSerial(b, t, keys) }
 func (t throttledKeyed) parallel(b *testing.B, keys []string) tally { return rlParallel(b, t, keys) }
+func (t throttledKeyed) run(keys []string) tally                    { return rlRun(t, keys) }
 
 func (throttledKeyed) storedKeyLen(key string) int { return len(key) }
 func (throttledKeyed) close()                      {}
@@ -373,6 +434,7 @@ func (u ululeKeyed) allow(key string) outcome {
 
 func (u ululeKeyed) serial(b *testing.B, keys []string) tally   { return rlSerial(b, u, keys) }
 func (u ululeKeyed) parallel(b *testing.B, keys []string) tally { return rlParallel(b, u, keys) }
+func (u ululeKeyed) run(keys []string) tally                    { return rlRun(u, keys) }
 
 // storedKeyLen: the store keeps "limiter:" + key.
 func (ululeKeyed) storedKeyLen(key string) int { return len(ulule.DefaultPrefix) + 1 + len(key) }
@@ -450,3 +512,10 @@ func (u uberKeyed) parallel(b *testing.B, keys []string) tally {
 
 func (uberKeyed) storedKeyLen(string) int { return 0 }
 func (uberKeyed) close()                  {}
+
+func (u uberKeyed) run(keys []string) tally {
+	for range keys {
+		u.l.Take()
+	}
+	return tally{}
+}

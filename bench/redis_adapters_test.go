@@ -40,11 +40,12 @@ type redisImpl struct {
 }
 
 // redisSluiceAlgorithms are the algorithms of sluice's store that the
-// benchmark runs: GCRA (redis_rate's algorithm), the token bucket, and the
-// sliding window (ulule's nearest, a window algorithm).
-var redisSluiceAlgorithms = []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.TokenBucket, ratelimit.SlidingWindow}
+// benchmark runs: all five (GCRA is redis_rate's algorithm).
+var redisSluiceAlgorithms = []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.TokenBucket, ratelimit.SlidingWindow, ratelimit.FixedWindow, ratelimit.SlidingLog}
 
-// redisImpls returns the implementations in table order: sluice's first.
+// redisImpls returns the implementations in table order: sluice's first
+// (on Redis 7 with FCALL; the ".evalsha" row forces scripts), then the
+// floors, then the peers.
 func redisImpls() []redisImpl {
 	var impls []redisImpl
 	for _, alg := range redisSluiceAlgorithms {
@@ -56,12 +57,61 @@ func redisImpls() []redisImpl {
 		})
 	}
 	impls = append(impls,
+		redisImpl{name: "sluice.gcra.evalsha", build: func(tb testing.TB, c *redis.Client, n int, per time.Duration) redisLimiter {
+			return newSluiceRedis(tb, c, ratelimit.GCRA, n, per, redisstore.WithoutFunctions(), redisstore.WithPrefix("evalsha:"))
+		}},
+		redisImpl{name: "floor.fcall", build: func(tb testing.TB, c *redis.Client, _ int, _ time.Duration) redisLimiter {
+			return newFloor(tb, c, true)
+		}},
+		redisImpl{name: "floor.evalsha", build: func(tb testing.TB, c *redis.Client, _ int, _ time.Duration) redisLimiter {
+			return newFloor(tb, c, false)
+		}},
 		redisImpl{name: "redis_rate", build: func(_ testing.TB, c *redis.Client, n int, per time.Duration) redisLimiter {
 			return newRedisRate(c, n, per)
 		}},
 		redisImpl{name: "ulule", build: newUluleRedis},
 	)
 	return impls
+}
+
+// ---- the floor: TIME, GET and SET PX on constant strings ----
+
+// floorSource is the least a rate limit on Redis does per decision: read
+// the server's clock, read the key's state, write it with an expiry; here
+// on constant strings, with no arithmetic. Server time per decision of a
+// limiter ÷ this one's is its overhead over the commands it cannot avoid.
+const floorSource = `local t = redis.call('TIME')
+redis.call('GET', KEYS[1])
+redis.call('SET', KEYS[1], 'xxxxxxxxxxxxxxxx', 'PX', 60000)
+return 1
+`
+
+// floor runs floorSource with FCALL (a library loaded when it is built)
+// or EVALSHA.
+type floor struct {
+	c      *redis.Client
+	fcall  bool
+	script *redis.Script
+}
+
+func newFloor(tb testing.TB, c *redis.Client, fcall bool) floor {
+	tb.Helper()
+	f := floor{c: c, fcall: fcall, script: redis.NewScript(floorSource)}
+	if fcall {
+		lib := "#!lua name=benchfloor\nredis.register_function('benchfloor', function(KEYS, ARGV)\n" + floorSource + "end)\n"
+		if err := c.FunctionLoadReplace(context.Background(), lib).Err(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return f
+}
+
+func (f floor) allow(ctx context.Context, key string) (bool, error) {
+	keys := []string{"floor:{" + key + "}"}
+	if f.fcall {
+		return true, f.c.FCall(ctx, "benchfloor", keys).Err()
+	}
+	return true, f.script.Run(ctx, f.c, keys).Err()
 }
 
 // ---- sluice: ratelimit.Limiter on redisstore ----
@@ -71,9 +121,12 @@ func redisImpls() []redisImpl {
 // FailClosed, 100 ms timeout, no Preload.
 type sluiceRedis struct{ lim *ratelimit.Limiter }
 
-func newSluiceRedis(tb testing.TB, c *redis.Client, alg ratelimit.Algorithm, n int, per time.Duration) sluiceRedis {
+func newSluiceRedis(tb testing.TB, c *redis.Client, alg ratelimit.Algorithm, n int, per time.Duration, opts ...redisstore.Option) sluiceRedis {
 	tb.Helper()
-	store, err := redisstore.New(c)
+	if alg == ratelimit.SlidingLog {
+		n = min(n, ratelimit.MaxLogRate) // 65,536 per period: still far above what a cell reaches
+	}
+	store, err := redisstore.New(c, opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -103,7 +103,7 @@ func BenchmarkRedis(b *testing.B) {
 // Dialing 64 connections at once on a busy machine can take longer than
 // sluice's default timeout (100 ms), so warm-up decisions may fail; the
 // serial decision before them must not, nor, after them, another.
-func redisWarm(b *testing.B, lim redisLimiter) {
+func redisWarm(b testing.TB, lim redisLimiter) {
 	b.Helper()
 	ctx := context.Background()
 	if _, err := lim.allow(ctx, "warm"); err != nil {

@@ -4,22 +4,28 @@ import (
 	"context"
 	"maps"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/redisstore"
 )
 
 // These tests keep the Redis benchmark honest, on a redis-server of their
 // own (a fraction of a second in all): every adapter limits per key, and
-// sluice's store sends exactly one command (EVALSHA) per decision once its
-// script is cached, as the benchmark's trips/op reports. Nothing sleeps or
+// sluice's store sends exactly one command (FCALL on Redis 7, EVALSHA
+// with WithoutFunctions) per decision once its code is loaded, as the
+// benchmark's trips/op reports. Nothing sleeps or
 // times: the limits are per hour.
 
 func TestRedisAdaptersLimitPerKey(t *testing.T) {
 	srv := startRedis(t)
 	ctx := context.Background()
 	for _, impl := range redisImpls() {
+		if strings.HasPrefix(impl.name, "floor.") {
+			continue // no limit: the cost of the commands a limit cannot avoid
+		}
 		t.Run(impl.name, func(t *testing.T) {
 			c, _ := countedClient(t, srv.addr)
 			lim := impl.build(t, c, rlSmall, time.Hour)
@@ -39,61 +45,80 @@ func TestRedisAdaptersLimitPerKey(t *testing.T) {
 }
 
 // TestRedisSluiceOneRoundTrip checks, for every algorithm of sluice's Redis
-// store, that a decision with the script cached is exactly one round trip,
-// one EVALSHA, on new and known keys, admitted or refused by Redis; that a
-// refusal the refusal cache remembers is none; and that after SCRIPT FLUSH
-// the first decision is two (EVALSHA answered NOSCRIPT, then EVAL) and the
-// next one again.
+// store, that the first decision is one round trip (FUNCTION LOAD REPLACE
+// and FCALL in one pipeline), every later one one FCALL, on new and known
+// keys, admitted or refused by Redis; that a refusal the refusal cache
+// remembers is none; that SCRIPT FLUSH changes nothing; and, with
+// WithoutFunctions, one EVALSHA per decision, and two (EVALSHA answered
+// NOSCRIPT, then EVAL) for the first after SCRIPT FLUSH.
 func TestRedisSluiceOneRoundTrip(t *testing.T) {
 	srv := startRedis(t)
 	ctx := context.Background()
-	for _, alg := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingLog,
-		ratelimit.SlidingWindow, ratelimit.TokenBucket, ratelimit.GCRA} {
-		t.Run(alg.String(), func(t *testing.T) {
-			c, h := countedClient(t, srv.addr)
-			lim := newSluiceRedis(t, c, alg, rlSmall, time.Hour)
-			decide := func(key string, want bool) {
-				t.Helper()
-				ok, err := lim.allow(ctx, key)
-				if err != nil || ok != want {
-					t.Fatalf("%q: admitted %v, err %v; want admitted %v", key, ok, err, want)
+	for _, scripts := range []bool{false, true} {
+		for _, alg := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingLog,
+			ratelimit.SlidingWindow, ratelimit.TokenBucket, ratelimit.GCRA} {
+			name := alg.String()
+			call := "fcall"
+			var opts []redisstore.Option
+			if scripts {
+				name += ".evalsha"
+				call = "evalsha"
+				opts = append(opts, redisstore.WithoutFunctions(), redisstore.WithPrefix("evalsha:"))
+			}
+			t.Run(name, func(t *testing.T) {
+				c, h := countedClient(t, srv.addr)
+				lim := newSluiceRedis(t, c, alg, rlSmall, time.Hour, opts...)
+				decide := func(key string, want bool) {
+					t.Helper()
+					ok, err := lim.allow(ctx, key)
+					if err != nil || ok != want {
+						t.Fatalf("%q: admitted %v, err %v; want admitted %v", key, ok, err, want)
+					}
 				}
-			}
-			expect := func(what string, s tripSnap, trips int64, cmds map[string]int64) {
-				t.Helper()
-				if s.trips != trips || !maps.Equal(s.cmds, cmds) {
-					t.Fatalf("%s: %d round trips %v, want %d %v", what, s.trips, s.cmds, trips, cmds)
+				expect := func(what string, s tripSnap, trips int64, cmds map[string]int64) {
+					t.Helper()
+					if s.trips != trips || !maps.Equal(s.cmds, cmds) {
+						t.Fatalf("%s: %d round trips %v, want %d %v", what, s.trips, s.cmds, trips, cmds)
+					}
 				}
-			}
-			decide("warm", true) // loads the script
+				s := h.snap()
+				decide("warm", true) // loads the code
+				if !scripts {
+					expect("the first decision", h.since(s), 1, map[string]int64{"function": 1, "fcall": 1})
+				}
 
-			const n = 20
-			s := h.snap()
-			for i := range n {
-				decide("user:"+strconv.Itoa(i), true) // new keys
-			}
-			for range rlSmall - 1 {
-				decide("user:0", true) // a known key, up to its limit
-			}
-			expect("admitted decisions", h.since(s), n+rlSmall-1, map[string]int64{"evalsha": n + rlSmall - 1})
+				const n = 20
+				s = h.snap()
+				for i := range n {
+					decide("user:"+strconv.Itoa(i), true) // new keys
+				}
+				for range rlSmall - 1 {
+					decide("user:0", true) // a known key, up to its limit
+				}
+				expect("admitted decisions", h.since(s), n+rlSmall-1, map[string]int64{call: n + rlSmall - 1})
 
-			s = h.snap()
-			decide("user:0", false)
-			expect("a refusal by Redis", h.since(s), 1, map[string]int64{"evalsha": 1})
-			s = h.snap()
-			for range 10 {
+				s = h.snap()
 				decide("user:0", false)
-			}
-			expect("refusals the refusal cache remembers", h.since(s), 0, map[string]int64{})
+				expect("a refusal by Redis", h.since(s), 1, map[string]int64{call: 1})
+				s = h.snap()
+				for range 10 {
+					decide("user:0", false)
+				}
+				expect("refusals the refusal cache remembers", h.since(s), 0, map[string]int64{})
 
-			srv.scriptFlush(t)
-			s = h.snap()
-			decide("user:1", true)
-			expect("the first decision after SCRIPT FLUSH", h.since(s), 2, map[string]int64{"evalsha": 1, "eval": 1})
-			s = h.snap()
-			decide("user:2", true)
-			expect("the next decision", h.since(s), 1, map[string]int64{"evalsha": 1})
-		})
+				srv.scriptFlush(t)
+				s = h.snap()
+				decide("user:1", true)
+				if scripts {
+					expect("the first decision after SCRIPT FLUSH", h.since(s), 2, map[string]int64{"evalsha": 1, "eval": 1})
+				} else {
+					expect("the first decision after SCRIPT FLUSH", h.since(s), 1, map[string]int64{"fcall": 1})
+				}
+				s = h.snap()
+				decide("user:2", true)
+				expect("the next decision", h.since(s), 1, map[string]int64{call: 1})
+			})
+		}
 	}
 }
 

@@ -127,6 +127,22 @@ func (c *Coarse) Since(t time.Time) time.Duration {
 	return c.read() - d
 }
 
+// Start returns the instant Nanos counts from: Now equals
+// Start().Add(time.Duration(Nanos())).
+func (c *Coarse) Start() time.Time { return c.base }
+
+// Nanos returns the clock's reading as nanoseconds since Start, without
+// building a time.Time: one atomic load while the clock runs. A limiter
+// that holds a *Coarse reads it through Nanos on its hot path, with no
+// interface call. Its promises are Now's: never backwards, lagging the
+// system clock by about one resolution at most.
+func (c *Coarse) Nanos() int64 {
+	if c.stopped.Load() {
+		return int64(c.read())
+	}
+	return c.elapsed.Load()
+}
+
 // Stop ends the clock's goroutine and waits for it to exit. Afterwards every
 // reading is a fresh system reading (never earlier than one already
 // returned). Stop may be called more than once.

@@ -180,3 +180,28 @@ func TestCoarseSinceFarTimes(t *testing.T) {
 		}
 	}
 }
+
+// Nanos is Now as nanoseconds since Start, running or stopped.
+func TestCoarseNanos(t *testing.T) {
+	c, err := newCoarse(time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []time.Duration{0, 5 * time.Millisecond, 7*time.Millisecond + 3} {
+		c.refresh(e)
+		if got := c.Nanos(); got != int64(e) {
+			t.Fatalf("Nanos() = %d after publishing %v", got, e)
+		}
+		if !c.Start().Add(time.Duration(c.Nanos())).Equal(c.Now()) {
+			t.Fatalf("Start()+Nanos() = %v, Now() = %v", c.Start().Add(time.Duration(c.Nanos())), c.Now())
+		}
+	}
+	c.Stop()
+	a := c.Nanos()
+	if b := c.Nanos(); b < a || a < int64(7*time.Millisecond+3) {
+		t.Fatalf("stopped: Nanos() read %d then %d", a, b)
+	}
+	if n := testing.AllocsPerRun(100, func() { c.Nanos() }); n != 0 {
+		t.Fatalf("Nanos allocates %v times", n)
+	}
+}

@@ -21,23 +21,44 @@ import (
 // must never drop any other.
 type State struct{ A, B int64 }
 
-// outcome is a decision in nanoseconds, before it becomes a Result.
+// outcome is a decision in nanoseconds, before it becomes a Result. It has
+// four fields of at most 8 bytes, so that the compiler keeps it in
+// registers (a larger struct lives in memory and is copied with 16-byte
+// moves of what was stored 8 bytes at a time, a store-forwarding stall per
+// copy: measured at 5–13 ns of a 75 ns decision). A refusal because the
+// store could not hold the key is marked by remaining = fullMark (see full).
 type outcome struct {
 	allowed    bool
 	remaining  int64
 	retryAfter int64 // ns; 0 when allowed
 	resetAfter int64 // ns until the key's state is a fresh key's
-	full       bool  // refused because the store could not hold the key
+}
+
+// fullMark is the remaining of a full store's refusal; a limit's remaining
+// is never negative.
+const fullMark = -1
+
+// fill writes the Result of o into r, field by field (see AllowN).
+func (o outcome) fill(r *Result, limit int64) {
+	r.Limit = int(limit)
+	r.RetryAfter = time.Duration(o.retryAfter)
+	if o.remaining == fullMark {
+		r.Source = SourceFull
+		return
+	}
+	r.Allowed = o.allowed
+	r.Source = SourceLimit
+	r.Remaining = int(o.remaining)
+	r.ResetAfter = time.Duration(o.resetAfter)
 }
 
 func (o outcome) result(limit int64) Result {
-	src := SourceLimit
-	if o.full {
-		src = SourceFull
+	if o.remaining == fullMark {
+		return Result{Source: SourceFull, Limit: int(limit), RetryAfter: time.Duration(o.retryAfter)}
 	}
 	return Result{
 		Allowed:    o.allowed,
-		Source:     src,
+		Source:     SourceLimit,
 		Limit:      int(limit),
 		Remaining:  int(o.remaining),
 		RetryAfter: time.Duration(o.retryAfter),
@@ -142,7 +163,7 @@ func (p *Policy) keyTime(s State, now int64) int64 {
 	case s == State{}:
 		return now
 	case p.alg == FixedWindow || p.alg == SlidingWindow:
-		if w, _ := floorDivMod(now, p.period); w < s.A {
+		if w, _ := p.dPeriod.floorDivMod(now); w < s.A {
 			return s.A * p.period
 		}
 	case p.alg == TokenBucket:
@@ -173,7 +194,7 @@ func (o outcome) later(lag int64) outcome {
 // is admitted when the window ends, RetryAfter = (w+1)·Period − now (n ≤ Rate),
 // and so is the key's state fresh again (ResetAfter), unless c' = 0.
 func (p *Policy) fixedWindow(s State, now, n int64) (State, outcome) {
-	w, e := floorDivMod(now, p.period)
+	w, e := p.dPeriod.floorDivMod(now)
 	toEnd := p.period - e
 	c := s.B
 	if s.A != w {
@@ -204,7 +225,7 @@ func (p *Policy) fixedWindow(s State, now, n int64) (State, outcome) {
 // end of the next window if curr' > 0, else at the end of this one.
 func (p *Policy) slidingWindow(s State, now, n int64) (State, outcome) {
 	const low = 1<<32 - 1
-	w, e := floorDivMod(now, p.period)
+	w, e := p.dPeriod.floorDivMod(now)
 	P, b := p.period, p.burst
 	var prev, curr int64
 	switch s.A {
@@ -213,7 +234,7 @@ func (p *Policy) slidingWindow(s State, now, n int64) (State, outcome) {
 	case w - 1:
 		prev = s.B & low
 	}
-	weight := mulDivCeil(prev, P-e, P)
+	weight := p.dPeriod.mulDivCeil(prev, P-e)
 	if curr+n+weight > b {
 		o := outcome{remaining: max(0, b-curr-weight), resetAfter: P - e}
 		if curr > 0 {
@@ -270,15 +291,15 @@ func (p *Policy) bucket(s State, now, n int64) (State, outcome) {
 	need := d + n*p.p
 	if need > p.cap {
 		return s, outcome{
-			remaining:  max(0, p.cap-d) / p.p,
-			retryAfter: ceilDiv(need-p.cap, p.r),
-			resetAfter: ceilDiv(d, p.r),
+			remaining:  p.dP.div(max(0, p.cap-d)),
+			retryAfter: p.dR.ceil(need - p.cap),
+			resetAfter: p.dR.ceil(d),
 		}
 	}
 	return p.fromDeficit(need, now), outcome{
 		allowed:    true,
-		remaining:  (p.cap - need) / p.p,
-		resetAfter: ceilDiv(need, p.r),
+		remaining:  p.dP.div(p.cap - need),
+		resetAfter: p.dR.ceil(need),
 	}
 }
 
@@ -298,7 +319,7 @@ func (p *Policy) deficit(s State, now int64) int64 {
 	if el <= 0 {
 		return d // a store's clock stepped back: refill nothing
 	}
-	if el > d/p.r {
+	if el > p.dR.div(d) {
 		return 0 // el·r > d, without overflowing
 	}
 	return d - el*p.r
@@ -311,7 +332,8 @@ func (p *Policy) fromDeficit(d, now int64) State {
 		return State{}
 	}
 	if p.alg == GCRA {
-		return State{A: now + d/p.r, B: d % p.r}
+		q, r := p.dR.divMod(d)
+		return State{A: now + q, B: r}
 	}
 	return State{A: d, B: now}
 }
@@ -329,10 +351,10 @@ func (p *Policy) reserve(s State, now, n, maxWait int64) (next State, ok bool, d
 	d := p.deficit(s, now)
 	need := d + n*p.p
 	if need > maxUnits {
-		return s, false, ceilDiv(need-p.cap, p.r) + lag, State{}
+		return s, false, p.dR.ceil(need-p.cap) + lag, State{}
 	}
 	if need > p.cap {
-		delay = ceilDiv(need-p.cap, p.r) + lag
+		delay = p.dR.ceil(need-p.cap) + lag
 	}
 	if delay > maxWait {
 		return s, false, delay, State{}
@@ -350,7 +372,7 @@ func (p *Policy) refund(s State, now, n int64, m State) State {
 		return p.settled(s, now) // it went at once: spent
 	}
 	el := max(0, now-m.B)
-	if el >= ceilDiv(m.A-p.cap, p.r) {
+	if el >= p.dR.ceil(m.A-p.cap) {
 		return p.settled(s, now) // its delay has passed: spent
 	}
 	md := m.A - el*p.r // what the reservation alone would still leave missing

@@ -242,3 +242,29 @@ func ExampleWithClock_coarse() {
 	// true
 	// false
 }
+
+// Take is Allow's decision in a 32-byte Decision, for the hottest paths; on
+// a clock.Coarse the limiter reads the clock with one atomic load.
+func ExampleLimiter_Take() {
+	c, err := clock.NewCoarse(time.Millisecond)
+	if err != nil {
+		panic(err)
+	}
+	defer c.Stop()
+	lim, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 2, Period: time.Hour}, ratelimit.WithClock(c))
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	for range 3 {
+		d, err := lim.Take(ctx, "10.0.0.7", 1)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(d.Allowed(), d.Remaining(), d.RetryAfter() > 29*time.Minute)
+	}
+	// Output:
+	// true 1 false
+	// true 0 false
+	// false 0 true
+}

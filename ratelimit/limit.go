@@ -113,6 +113,11 @@ type Policy struct {
 	r      int64 // buckets: units refilled per ns, Rate/g
 	p      int64 // buckets: units per token, Period/g
 	cap    int64 // buckets: capacity in units, Burst·p
+
+	// The reciprocals of the divisors of the hot path (see divisor):
+	// Period for the windows, r and p for the buckets.
+	dPeriod divisor
+	dR, dP  divisor
 }
 
 // NewPolicy validates lim for alg and returns the Policy, or an error that
@@ -156,6 +161,7 @@ func NewPolicy(alg Algorithm, lim Limit) (Policy, error) {
 		return Policy{}, errors.Join(errs...)
 	}
 	p := Policy{alg: alg, rate: int64(lim.Rate), period: int64(lim.Period), burst: int64(burst)}
+	p.dPeriod = newDivisor(uint64(p.period))
 	if alg.reserves() {
 		g := gcd(p.rate, p.period)
 		p.r, p.p = p.rate/g, p.period/g
@@ -164,6 +170,7 @@ func NewPolicy(alg Algorithm, lim Limit) (Policy, error) {
 			return Policy{}, fmt.Errorf("sluice/ratelimit: %v %v: the bucket is too large to count exactly: burst·period/gcd(rate, period in ns) must be below 2^61", alg, lim)
 		}
 		p.cap = int64(lo)
+		p.dR, p.dP = newDivisor(uint64(p.r)), newDivisor(uint64(p.p))
 	}
 	return p, nil
 }

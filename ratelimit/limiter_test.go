@@ -260,6 +260,21 @@ func TestAllowDoesNotAllocate(t *testing.T) {
 			if n := testing.AllocsPerRun(500, func() { sys.Allow(ctx, key) }); n != 0 {
 				t.Fatalf("Allow on the system clock allocates %v times", n)
 			}
+			long := string([]byte("tenant:acme/user:42/endpoint:/v1/orders")) // kept in the arena
+			sys.Allow(ctx, long)
+			if n := testing.AllocsPerRun(500, func() { sys.Allow(ctx, long) }); n != 0 {
+				t.Fatalf("Allow on a long key allocates %v times", n)
+			}
+			co, err := clock.NewCoarse(time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer co.Stop()
+			cl := mustNew(t, alg, Limit{Rate: 1000, Period: time.Hour}, WithClock(co))
+			cl.Allow(ctx, key)
+			if n := testing.AllocsPerRun(500, func() { cl.Allow(ctx, key) }); n != 0 {
+				t.Fatalf("Allow on a coarse clock allocates %v times", n)
+			}
 		})
 	}
 }
@@ -553,13 +568,42 @@ func TestWaitOnManualClock(t *testing.T) {
 	}
 }
 
+// A limiter on a Coarse clock reads it directly (Nanos) and decides at the
+// clock's time: its time base agrees with the clock's Now, tick by tick.
+func TestCoarseClockTimeBase(t *testing.T) {
+	co, err := clock.NewCoarse(time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer co.Stop()
+	l := mustNew(t, TokenBucket, Limit{Rate: 10, Period: time.Second}, WithClock(co))
+	if l.coarse != co {
+		t.Fatal("the limiter does not read the coarse clock directly")
+	}
+	for range 3 {
+		// The clock's goroutine may publish between the two reads; they
+		// agree when read back to back around an unchanged reading.
+		for {
+			before := co.Nanos()
+			got, want := l.now(), l.nsOf(co.Now())
+			if co.Nanos() != before {
+				continue
+			}
+			if got != want {
+				t.Fatalf("now() = %d, the clock's time %d", got, want)
+			}
+			break
+		}
+	}
+}
+
 // deficit reads a bucket key's missing units from the in-memory store.
 func deficit(l *Limiter, key string) int64 {
-	h := l.tab.hash(key)
-	sh := l.tab.shardOf(h)
+	pr := l.tab.probeOf(key)
+	sh := l.tab.shardOf(pr.h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	i, ok := sh.find(key, h)
+	i, ok := sh.find(key, &pr)
 	if !ok {
 		return 0
 	}

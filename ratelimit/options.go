@@ -62,10 +62,31 @@ func defaultConfig() config {
 // Calendar windows are aligned to the Unix epoch of the clock's time as read
 // when the limiter is created; after that the limiter measures time by the
 // clock's monotonic elapsed time (clock.Since), so wall-clock steps do not
-// move its windows. The simulator and tests pass a *clock.Manual. A
-// *clock.Coarse saves the clock read on every decision (a third of a
-// decision's cost on a VM), at the price of deciding as if each request
-// came at the clock's last tick.
+// move its windows. The simulator and tests pass a *clock.Manual.
+//
+// A *clock.Coarse saves the clock read on every decision (a third of a
+// decision's cost on a VM; the limiter reads it directly, one atomic load,
+// without an interface call), at the price of deciding as if each request
+// came at the clock's last tick. The decisions stay exact on the clock's
+// time; the bound is on how that time lags the real one, by at most the
+// lag L (about one resolution while the process is scheduled normally):
+//
+//   - over any real span t a key is admitted at most what the limit admits
+//     over t + L (a bucket: Burst + Rate·(t + L)/Period; a window: a request
+//     up to L after a window's end may still count in the ending window);
+//   - never more than the limit over the clock's own time, and never less
+//     than it admits over t − L;
+//   - RetryAfter and ResetAfter are measured from the tick, so they read up
+//     to L longer than from the real instant of the request (a caller that
+//     retries after RetryAfter is never early).
+//
+// The default, clock.System(), is read as one monotonic clock read
+// (time.Since on a time with a monotonic reading: the runtime's nanotime,
+// through the vDSO). No cheaper source in the standard library keeps
+// monotonicity: a coarse kernel clock (CLOCK_MONOTONIC_COARSE) is not in the
+// vDSO path Go exposes and costs a system call, and reading the TSC needs
+// assembly and per-machine calibration; so the system clock is left as it
+// is, and clock.Coarse is the cheaper source.
 func WithClock(c clock.Clock) Option {
 	return optionFunc(func(cfg *config) { cfg.clock = c })
 }

@@ -89,11 +89,13 @@ type Request struct {
 // decision on a held key takes one lock and allocates nothing. It is safe for
 // concurrent use.
 //
-// Memory: a held key costs its own bytes plus a 32-byte slot (the key's
-// address, length and hash bits, and its 16-byte state) in a table kept
-// 53–81% full, about 40–60 bytes, for FixedWindow, SlidingWindow,
-// TokenBucket and GCRA; a SlidingLog key also holds up to Rate 8-byte stamps
-// (at most 512 KiB, see MaxLogRate).
+// Memory: for FixedWindow, SlidingWindow, TokenBucket and GCRA a held key
+// costs one 32-byte slot without pointers (hash bits, the key itself when it
+// has at most 12 bytes, its 16-byte state) in a table kept 53–81% full,
+// about 40–60 bytes with the key (44 measured at a million keys); a longer
+// key adds its bytes, in its shard's byte arena. A SlidingLog key costs its
+// bytes, a slot and up to Rate 8-byte stamps (at most 512 KiB, see
+// MaxLogRate).
 //
 // Only a key whose state is back to a fresh key's is ever dropped, so
 // forgetting a key never resets an active limit. Such keys are dropped
@@ -150,11 +152,6 @@ type table struct {
 	order uint64
 }
 
-type stateTable struct {
-	shards[State]
-	pol Policy
-}
-
 type logTable struct {
 	shards[*stampLog]
 	pol Policy
@@ -177,101 +174,11 @@ func (m *MemoryStore) tableFor(p Policy) table {
 		}
 		t.lt = lt
 	} else {
-		st := &stateTable{pol: p}
-		st.seed, st.store = m.seed, m
-		st.fresh = func(s *State, now int64) bool {
-			next, _ := st.pol.take(*s, now, 0)
-			return next == State{}
-		}
+		st := newStateTable(m, p)
 		t.st = st
 	}
 	m.tables[p] = t
 	return t
-}
-
-// take is the decision of one OpAllow request: the hot path.
-func (t *stateTable) take(key string, now, n int64) outcome {
-	h := t.hash(key)
-	sh := t.shardOf(h)
-	sh.mu.Lock()
-	i, found := sh.find(key, h)
-	var s State
-	if found {
-		s = sh.slots[i].val
-	}
-	next, o := t.pol.take(s, now, n)
-	if o.allowed {
-		switch {
-		case !found:
-			if next != (State{}) {
-				if _, err := t.insert(sh, key, h, next, now); err != nil {
-					o = t.pol.full(n)
-				}
-			}
-		case next == (State{}):
-			t.remove(sh, i)
-		default:
-			sh.slots[i].val = next
-			sh.touch(i)
-			t.tick(sh, now)
-		}
-	}
-	sh.mu.Unlock()
-	return o
-}
-
-// reserve is the decision of one OpReserve request; full reports that the
-// store could not hold the key (and nothing was reserved).
-func (t *stateTable) reserve(key string, now, n, maxWait int64) (ok bool, delay int64, mark State, full bool) {
-	h := t.hash(key)
-	sh := t.shardOf(h)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	i, found := sh.find(key, h)
-	var s State
-	if found {
-		s = sh.slots[i].val
-	}
-	next, ok, delay, mark := t.pol.reserve(s, now, n, maxWait)
-	if !ok {
-		return false, delay, State{}, false
-	}
-	var err error
-	t.store1(sh, i, found, key, h, next, now, &err)
-	if err != nil {
-		return false, delay, State{}, true
-	}
-	return true, delay, mark, false
-}
-
-// refund carries out one OpRefund request.
-func (t *stateTable) refund(key string, now, n int64, mark State) {
-	h := t.hash(key)
-	sh := t.shardOf(h)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	i, found := sh.find(key, h)
-	if !found {
-		return // fresh: nothing to give back
-	}
-	next := t.pol.refund(sh.slots[i].val, now, n, mark)
-	var err error
-	t.store1(sh, i, true, key, h, next, now, &err)
-}
-
-// store1 writes next as key's state: in place, by inserting, or by
-// dropping the key when next is a fresh key's. Requires sh.mu held.
-func (t *stateTable) store1(sh *shard[State], i int, found bool, key string, h uint64, next State, now int64, err *error) {
-	switch {
-	case !found:
-		if next != (State{}) {
-			_, *err = t.insert(sh, key, h, next, now)
-		}
-	case next == (State{}):
-		t.remove(sh, i)
-	default:
-		sh.slots[i].val = next
-	}
 }
 
 // take is the decision of one SlidingLog OpAllow request.
@@ -305,7 +212,7 @@ func (t *logTable) take(key string, now, n int64) outcome {
 // full is the refusal of a request for a key a full store cannot hold: a
 // retry is worth it no sooner than the limit takes to grant n units.
 func (p *Policy) full(n int64) outcome {
-	return outcome{retryAfter: max(1, mulDivCeil(n, p.period, p.rate)), full: true}
+	return outcome{remaining: fullMark, retryAfter: max(1, mulDivCeil(n, p.period, p.rate))}
 }
 
 // Apply carries out reqs as one atomic step (see Store). The shards of all
@@ -356,7 +263,7 @@ func applyTables(now int64, reqs []Request, tabs []table) error {
 		var h uint64
 		var mu *sync.Mutex
 		if t.st != nil {
-			h = t.st.hash(reqs[i].Key)
+			h = t.st.probeOf(reqs[i].Key).h
 			mu = &t.st.shardOf(h).mu
 		} else {
 			h = t.lt.hash(reqs[i].Key)
@@ -380,7 +287,7 @@ func applyTables(now int64, reqs []Request, tabs []table) error {
 	for i := range reqs {
 		r := &reqs[i]
 		if tabs[i].st != nil {
-			undos[i] = tabs[i].st.do(r, hashes[i], now)
+			undos[i] = tabs[i].st.do(r, now)
 		} else {
 			undos[i] = tabs[i].lt.do(r, hashes[i], now)
 		}
@@ -397,7 +304,7 @@ func applyTables(now int64, reqs []Request, tabs []table) error {
 		}
 		r := &reqs[i]
 		if tabs[i].st != nil {
-			tabs[i].st.revert(r, hashes[i], undos[i], now)
+			tabs[i].st.revert(r, undos[i], now)
 		} else {
 			tabs[i].lt.revert(r, hashes[i], undos[i], now)
 		}
@@ -456,70 +363,6 @@ func sortLocks(ls []lockRef) []lockRef {
 		}
 	}
 	return out
-}
-
-// do carries out one request of a batch. A key the store cannot hold is
-// refused (SourceFull). Requires its shard locked.
-func (t *stateTable) do(r *Request, h uint64, now int64) undo {
-	sh := t.shardOf(h)
-	i, found := sh.find(r.Key, h)
-	var s State
-	if found {
-		s = sh.slots[i].val
-	}
-	u := undo{existed: found, prev: s}
-	n := int64(r.N)
-	var next State
-	switch r.Op {
-	case OpAllow:
-		var o outcome
-		next, o = t.pol.take(s, now, n)
-		r.Result = o.result(t.pol.burst)
-		if !o.allowed {
-			return u
-		}
-	case OpReserve:
-		var ok bool
-		var delay int64
-		next, ok, delay, r.Mark = t.pol.reserve(s, now, n, durationNs(r.MaxWait))
-		r.Delay = time.Duration(delay)
-		_, o := t.pol.take(next, now, 0)
-		r.Result = o.result(t.pol.burst)
-		r.Result.Allowed = ok
-		if !ok {
-			return u
-		}
-	case OpRefund:
-		next = t.pol.refund(s, now, n, r.Mark)
-		_, o := t.pol.take(next, now, 0)
-		r.Result = o.result(t.pol.burst)
-	}
-	var err error
-	t.store1(sh, i, found, r.Key, h, next, now, &err)
-	if err != nil {
-		r.Result = t.pol.full(n).result(t.pol.burst)
-		r.Delay, r.Mark = 0, State{}
-		return u
-	}
-	u.done = true
-	return u
-}
-
-// revert undoes a request of a refused batch and reports its unchanged
-// state. Requires its shard locked.
-func (t *stateTable) revert(r *Request, h uint64, u undo, now int64) {
-	sh := t.shardOf(h)
-	i, found := sh.find(r.Key, h)
-	var err error
-	if u.existed {
-		t.store1(sh, i, found, r.Key, h, u.prev, now, &err)
-	} else if found {
-		t.remove(sh, i)
-	}
-	_, o := t.pol.take(u.prev, now, 0)
-	allowed := r.Result.Allowed
-	r.Result = o.result(t.pol.burst)
-	r.Result.Allowed = allowed
 }
 
 // do carries out one SlidingLog request of a batch. A key the store cannot

@@ -11,11 +11,14 @@ import (
 
 // The in-memory tables. Keys are spread over numShards shards by the low
 // bits of their hash; each shard is an open-addressing hash table with
-// linear probing, guarded by its own mutex. A slot holds the key (its bytes'
-// address and length), 31 bits of its hash, and its state, inline: 32 bytes
-// for the constant-state algorithms. A probe compares the hash bits first, so
-// a decision on a held key is one hash, one lock, most often one slot's cache
-// line and one look at the key's bytes, and allocates nothing.
+// linear probing, guarded by its own mutex. This generic table keeps
+// SlidingLog's keys: a slot holds the key (its bytes' address and length),
+// 31 bits of its hash, and a pointer to its log. A probe compares the hash
+// bits first, so a decision on a held key is one hash, one lock, most often
+// one slot's cache line and one look at the key's bytes, and allocates
+// nothing. The constant-state algorithms have a table of their own, with
+// pointer-free slots that hold short keys inline (statetable.go); both
+// follow the rules below.
 //
 // Entries whose state is back to a fresh key's are dropped: at once when a
 // decision leaves them fresh, by a cursor that each shard moves over its

@@ -44,7 +44,14 @@ func newCallWatch(s *Store, obs metrics.StoreObserver) callWatch {
 		ops[sc.Hash()] = "decide"
 	}
 	for _, sc := range leanScripts {
-		ops[sc.Hash()] = "decide"
+		if sc != nil {
+			ops[sc.Hash()] = "decide"
+		}
+	}
+	for _, name := range leanFunctions {
+		if name != "" {
+			ops[name] = "decide"
+		}
 	}
 	ops[leaseAcquire.Hash()] = "lease_acquire"
 	ops[leaseRelease.Hash()] = "lease_release"
@@ -61,7 +68,7 @@ func (h callWatch) op(cmd redis.Cmder) (string, bool) {
 	}
 	body, _ := args[1].(string)
 	switch cmd.Name() {
-	case "evalsha", "evalsha_ro":
+	case "evalsha", "evalsha_ro", "fcall", "fcall_ro": // by hash, or by function name
 		op, ok := h.ops[body]
 		return op, ok
 	case "eval", "eval_ro": // after NOSCRIPT: rare, so hashing it costs nothing that matters
@@ -92,9 +99,38 @@ func (h callWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // DialHook leaves dials alone.
 func (h callWatch) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-// ProcessPipelineHook leaves pipelines alone (the store sends none).
+// ProcessPipelineHook times the store's calls sent in a pipeline (the
+// first Redis Function call loads the library in the same round trip):
+// each script or function call in it counts once, with the pipeline's time.
 func (h callWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		watched := false
+		for _, c := range cmds {
+			if _, ok := h.op(c); ok {
+				watched = true
+				break
+			}
+		}
+		if !watched {
+			return next(ctx, cmds)
+		}
+		start := time.Now()
+		err := next(ctx, cmds)
+		took := time.Since(start)
+		for _, c := range cmds {
+			if op, ok := h.op(c); ok {
+				cerr := c.Err()
+				if cerr == nil && err != nil && !errors.Is(err, redis.Nil) {
+					cerr = err
+				}
+				if cerr != nil && strings.HasPrefix(cerr.Error(), "NOSCRIPT") {
+					continue // the EVAL that follows is the call that counts
+				}
+				h.obs.StoreCall(op, callOutcome(ctx, cerr), took)
+			}
+		}
+		return err
+	}
 }
 
 // callOutcome classifies a call's end for the observer.

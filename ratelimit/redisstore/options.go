@@ -23,6 +23,7 @@ type config struct {
 	breakerCooldown time.Duration
 	cacheSize       int
 	observer        metrics.StoreObserver
+	noFunctions     bool
 	errs            []error
 }
 
@@ -55,6 +56,14 @@ func WithPrefix(p string) Option {
 		}
 		c.prefix = p
 	}
+}
+
+// WithoutFunctions makes the store run its scripts with EVALSHA even where
+// the server has Redis Functions: for a Redis whose ACLs forbid FUNCTION
+// LOAD or FCALL (the store also falls back by itself when the server
+// refuses them), or to compare the two. See the package documentation.
+func WithoutFunctions() Option {
+	return func(c *config) { c.noFunctions = true }
 }
 
 // WithHashTag sets how a key maps to its hash tag, the part of the Redis key

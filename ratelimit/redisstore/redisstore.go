@@ -10,6 +10,15 @@
 // limits on one key: 10/s and 1000/day) all or nothing, and Reserve and
 // Refund for the buckets.
 //
+// A single Allow on a *redis.Client whose server has Redis Functions (7.0
+// and later) is an FCALL of a function library the store loads with
+// FUNCTION LOAD REPLACE in the same round trip as its first decision (and
+// again, once, if the server loses it); the library's name carries a hash
+// of its code, so several versions of this package can share one Redis
+// (FUNCTION LIST shows them; FUNCTION DELETE removes an old one). On older
+// servers, on Cluster and Ring clients, and for batches, reservations and
+// refunds, the store runs scripts with EVALSHA (EVAL after NOSCRIPT).
+//
 // # Time
 //
 // The scripts decide at the Redis server's clock (TIME), so every client
@@ -52,9 +61,14 @@
 // a go-redis Ring), else Apply returns ErrCrossSlot. Every write sets the
 // key's expiry to at least its reset time, so idle keys disappear, and a
 // key back to a fresh key's state is deleted.
-// Memory in Redis (MEMORY USAGE, Redis 7.0): a key of FixedWindow,
-// SlidingWindow, TokenBucket or GCRA is a short string of about 100-120
-// bytes; a SlidingLog key is a sorted set of its admitted units, about 37
+// The state of FixedWindow, SlidingWindow, TokenBucket and GCRA is kept
+// binary (its numbers as little-endian doubles, all integers below 2^53),
+// under a <policy> whose algorithm tag ends in "2" ("tb2:100:1000000:100"):
+// the text state of versions before it lives under other keys, so during a
+// rolling upgrade old and new processes count separately (for at most one
+// reset time). Memory in Redis (MEMORY USAGE, Redis 7.0): a key of
+// FixedWindow, SlidingWindow, TokenBucket or GCRA is a short string of
+// about 100-120 bytes; a SlidingLog key is a sorted set of its admitted units, about 37
 // bytes per unit up to 128 units (Redis's compact listpack encoding) and
 // about 116 beyond, Rate units at most (116 KB for a 1000-unit log).
 //
@@ -104,6 +118,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -174,6 +189,7 @@ type Store struct {
 	brk        breaker
 	cache      *refusalCache
 	scripts    [6]*redis.Script // by algorithm; 0: all five, for batches
+	fn         atomic.Int32     // the Functions library: fnUnknown, fnLoaded, fnUnsupported
 
 	policies  sync.Map // ratelimit.Policy → *policy
 	npolicies atomic.Int64
@@ -187,7 +203,7 @@ type policy struct {
 	id   string // the key suffix naming the policy
 	alg  ratelimit.Algorithm
 	args [6]int64 // alg, period µs, burst, r, p, cap
-	lean []any    // period µs, burst, r, p, cap: boxed once for the lean scripts
+	lean [2]any   // ARGV[1] of the lean scripts for a cost of 1 (leanPolicy), boxed once: server time, caller time
 }
 
 // Bounds of the scripts' arithmetic (see the package documentation).
@@ -250,6 +266,9 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if cfg.cacheSize > 0 {
 		s.cache = newRefusalCache(cfg.cacheSize)
 	}
+	if cfg.noFunctions {
+		s.fn.Store(fnUnsupported)
+	}
 	if cfg.failure == FailLocal {
 		local, err := ratelimit.NewMemoryStore(cfg.localKeys)
 		if err != nil {
@@ -289,7 +308,9 @@ func (s *Store) Preload(ctx context.Context) error {
 	load := func(ctx context.Context, c redis.Scripter) error {
 		all := append(s.scripts[:], leaseAcquire, leaseRelease, leaseRenew, leaseCount)
 		for _, sc := range leanScripts {
-			all = append(all, sc)
+			if sc != nil {
+				all = append(all, sc)
+			}
 		}
 		for _, sc := range all {
 			if err := sc.Load(ctx, c).Err(); err != nil {
@@ -297,6 +318,17 @@ func (s *Store) Preload(ctx context.Context) error {
 			}
 		}
 		return nil
+	}
+	if c, ok := s.client.(*redis.Client); ok && s.fn.Load() != fnUnsupported {
+		err := c.FunctionLoadReplace(ctx, leanLibrary).Err()
+		switch {
+		case err == nil:
+			s.fn.CompareAndSwap(fnUnknown, fnLoaded)
+		case isNoFunctions(err):
+			s.fn.Store(fnUnsupported)
+		default:
+			return fmt.Errorf("sluice/redisstore: loading functions: %w", err)
+		}
 	}
 	switch c := s.client.(type) {
 	case *redis.ClusterClient:
@@ -362,10 +394,11 @@ func toPolicy(p ratelimit.Policy) *policy {
 			return q
 		}
 	}
-	q.id = fmt.Sprintf("%s:%d:%d:%d", algTag[alg], rate, P, burst)
-	for _, x := range q.args[1:] {
-		q.lean = append(q.lean, x)
-	}
+	// The "2" marks the binary state of the lean scripts: keys of the
+	// text state of earlier versions are never read as binary (during a
+	// rolling upgrade, old and new processes keep separate keys).
+	q.id = fmt.Sprintf("%s2:%d:%d:%d", algTag[alg], rate, P, burst)
+	q.lean = [2]any{leanPolicy(q.args, minTTLServer, 1), leanPolicy(q.args, minTTLCaller, 1)}
 	return q
 }
 
@@ -447,7 +480,7 @@ func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Reque
 			return nil
 		}
 	}
-	if len(reqs) == 1 && reqs[0].Op == ratelimit.OpAllow && leanScripts[int(alg)] != nil {
+	if len(reqs) == 1 && reqs[0].Op == ratelimit.OpAllow && alg > 0 && int(alg) < len(leanScripts) && leanScripts[alg] != nil {
 		key := s.redisKey(reqs[0].Key, pols[0])
 		if !s.tryRedis() {
 			return s.degrade(ctx, now, reqs, ErrBreakerOpen)
@@ -523,30 +556,39 @@ func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Reque
 	return nil
 }
 
-// Boxed once: the least expiries of a written key, in ms.
-var (
-	minTTLServer any = int64(1)
-	minTTLCaller any = int64(60000)
+// The least expiries of a written key, in ms: on the server's clock, and
+// on the callers' (which may run apart from the server's, which expires
+// the keys: at least a minute).
+const (
+	minTTLServer = 1
+	minTTLCaller = 60000
 )
 
-// applyLean decides one OpAllow request with its algorithm's lean script.
+// applyLean decides one OpAllow request with its algorithm's lean script:
+// FCALL where the server has Redis Functions (see lean.go), else EVALSHA.
 func (s *Store) applyLean(ctx context.Context, now time.Time, reqs []ratelimit.Request, q *policy, key string, gen uint64) error {
 	r := &reqs[0]
-	var argBuf [8]any
+	var argBuf [2]any
 	args := argBuf[:0]
 	nowNs := now.UnixNano()
+	mode := 0
 	if s.callerTime {
-		args = append(args, floorDiv(nowNs, 1000), minTTLCaller)
-	} else {
-		args = append(args, int64(-1), minTTLServer)
+		mode = 1
 	}
-	args = append(args, q.lean...)
-	args = append(args, r.N)
+	if r.N == 1 {
+		args = append(args, q.lean[mode])
+	} else {
+		args = append(args, leanPolicy(q.args, [2]int64{minTTLServer, minTTLCaller}[mode], int64(r.N)))
+	}
+	if s.callerTime {
+		args = append(args, floorDiv(nowNs, 1000))
+	}
 	c := s.begin(ctx)
 	defer c.end()
-	v, err := leanScripts[int(q.alg)].Run(c.ctx, s.client, []string{key}, args...).Int64Slice()
-	if err == nil && len(v) != 4 {
-		err = fmt.Errorf("sluice/redisstore: script answered %d values for 4", len(v))
+	var v [4]int64
+	ans, err := s.runLean(c.ctx, q.alg, key, args)
+	if err == nil {
+		v, err = leanAnswer(ans)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -567,6 +609,71 @@ func (s *Store) applyLean(ctx context.Context, now time.Time, reqs []ratelimit.R
 		s.cache.note(r, q, nowNs, gen)
 	}
 	return nil
+}
+
+// The states of a store's Redis Functions library (Store.fn).
+const (
+	fnUnknown     = iota // not yet loaded by this store
+	fnLoaded             // loaded: FCALL
+	fnUnsupported        // the server has no Functions, or the client is not a *redis.Client: EVALSHA
+)
+
+// runLean runs the lean body of alg on key: with FCALL when the library
+// is loaded; with FUNCTION LOAD REPLACE and FCALL in one pipeline (one
+// round trip) when this store has not loaded it yet or the server lost it
+// (FUNCTION FLUSH, a new server); with EVALSHA (and EVAL after NOSCRIPT)
+// where Functions are not supported.
+func (s *Store) runLean(ctx context.Context, alg ratelimit.Algorithm, key string, args []any) (string, error) {
+	c, ok := s.client.(*redis.Client)
+	state := s.fn.Load()
+	if !ok || state == fnUnsupported {
+		return leanScripts[alg].Run(ctx, s.client, []string{key}, args...).Text()
+	}
+	keys := []string{key}
+	if state == fnLoaded {
+		v, err := c.FCall(ctx, leanFunctions[alg], keys, args...).Text()
+		if err == nil || !isNoFunction(err) {
+			return v, err
+		}
+		s.fn.CompareAndSwap(fnLoaded, fnUnknown)
+	}
+	var call *redis.Cmd
+	cmds, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.FunctionLoadReplace(ctx, leanLibrary)
+		call = p.FCall(ctx, leanFunctions[alg], keys, args...)
+		return nil
+	})
+	if len(cmds) > 0 {
+		if lerr := cmds[0].Err(); lerr != nil {
+			if isNoFunctions(lerr) {
+				s.fn.Store(fnUnsupported)
+				return leanScripts[alg].Run(ctx, s.client, keys, args...).Text()
+			}
+			return "", lerr
+		}
+		s.fn.CompareAndSwap(fnUnknown, fnLoaded)
+	}
+	if call == nil {
+		return "", err
+	}
+	return call.Text()
+}
+
+// isNoFunction reports whether err is Redis's answer to FCALL of a
+// function it does not have.
+func isNoFunction(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "Function not found")
+}
+
+// isNoFunctions reports whether err is a server's answer to FUNCTION when
+// it has no Redis Functions (before 7.0) or forbids them.
+func isNoFunctions(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "unknown command") || strings.Contains(msg, "unknown subcommand") ||
+		strings.Contains(msg, "noperm") || strings.Contains(msg, "no permissions")
 }
 
 // sameNode returns ErrCrossSlot if keys, one batch's, cannot be updated by

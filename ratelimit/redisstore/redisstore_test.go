@@ -414,8 +414,8 @@ func TestKeys(t *testing.T) {
 			t.Errorf("key %q has TTL %v, want the window's rest", k, ttl)
 		}
 	}
-	if !contains(keys, "t:{user:42}:fw:5:3600000000:5") {
-		t.Errorf("keys %q: want t:{user:42}:fw:5:3600000000:5", keys)
+	if !contains(keys, "t:{user:42}:fw2:5:3600000000:5") {
+		t.Errorf("keys %q: want t:{user:42}:fw2:5:3600000000:5", keys)
 	}
 }
 

@@ -241,7 +241,7 @@ func TestRefundToFresh(t *testing.T) {
 	if err := s.Apply(ctx, now.Add(time.Hour), reqs); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := c.Exists(ctx, "fresh:{k}:gcra:1:1000000:1").Result(); n != 0 {
+	if n, _ := c.Exists(ctx, "fresh:{k}:gcra2:1:1000000:1").Result(); n != 0 {
 		keys, _ := c.Keys(ctx, "fresh:*").Result()
 		t.Fatalf("a full bucket's key is still there: %q", keys)
 	}

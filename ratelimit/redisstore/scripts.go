@@ -61,8 +61,8 @@ local ALG = {}
 const luaFixedWindow = `
 ALG[1] = {
   load = function(k) local v = redis.call('GET', k); if not v then return nil end
-    local a, b = string.match(v, '^(%-?%d+) (%d+)$'); return {num(a), num(b)} end,
-  save = function(k, s) return str(s[1]) .. ' ' .. str(s[2]) end,
+    local a, b = struct.unpack('<dd', v); return {a, b} end,
+  save = function(k, s) return struct.pack('<dd', s[1], s[2]) end,
   take = function(q, s, now, n)
     local P, b = q.P, q.b
     local lag = 0
@@ -83,8 +83,8 @@ ALG[1] = {
 const luaSlidingWindow = `
 ALG[3] = {
   load = function(k) local v = redis.call('GET', k); if not v then return nil end
-    local a, b, c = string.match(v, '^(%-?%d+) (%d+) (%d+)$'); return {num(a), num(b), num(c)} end,
-  save = function(k, s) return str(s[1]) .. ' ' .. str(s[2]) .. ' ' .. str(s[3]) end,
+    local a, b, c = struct.unpack('<ddd', v); return {a, b, c} end,
+  save = function(k, s) return struct.pack('<ddd', s[1], s[2], s[3]) end,
   take = function(q, s, now, n)
     local P, b = q.P, q.b
     local lag = 0
@@ -124,8 +124,8 @@ local MAXUNITS = 4503599627370496
 local function bucketAlg(gcra)
   local B = {}
   B.load = function(k) local v = redis.call('GET', k); if not v then return nil end
-    local a, b = string.match(v, '^(%-?%d+) (%-?%d+)$'); return {num(a), num(b)} end
-  B.save = function(k, s) return str(s[1]) .. ' ' .. str(s[2]) end
+    local a, b = struct.unpack('<dd', v); return {a, b} end
+  B.save = function(k, s) return struct.pack('<dd', s[1], s[2]) end
   local function deficit(q, s, now)
     if not s then return 0 end
     if gcra then

@@ -54,15 +54,15 @@ func TestRender(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b strings.Builder
-	render(&b, res, config{ref: "redis_rate", sluice: "sluice.", maxUsec: 5, minSpeed: 1, minFewer: 5, command: "./run-redis.sh"})
+	render(&b, res, config{ref: "redis_rate", sluice: "sluice.", floor: "floor.fcall", maxRef: 1, maxFloor: 1.3, minSpeed: 1, minFewer: 5, command: "./run-redis.sh"})
 	out := b.String()
 	for _, want := range []string{
 		"Reproduce: `./run-redis.sh`",
 		"| sluice.gcra | 1 | — | 1 | 0 | 2 (1 eval, 1 evalsha) | 1 (1 evalsha) | 2 (1 eval, 1 evalsha) |",
 		"| ulule | — | — | — | 2 (2 script) | 1 (1 evalsha) | 1 (1 evalsha) | 4 (2 evalsha, 2 script) |",
-		"| sluice.gcra | 4 (2) | — | 6 (1) | ✗ |",       // serial meets 5 µs, hot does not
-		"| sluice.gcra | 20000 (0.80× ✗ [0.80–0.80]) |", // serial: 40000/50000
-		"| 40000 (1.33× ✓ [0.67–2.00]) |",               // hot: median of 2 and 0.67
+		"| sluice.gcra | 4 (2, 0.40× redis_rate) | — | 6 (1, 0.60× redis_rate) | ✗ |", // below redis_rate, but no floor measured
+		"| sluice.gcra | 20000 (0.80× ✗ [0.80–0.80]) |",                               // serial: 40000/50000
+		"| 40000 (1.33× ✓ [0.67–2.00]) |",                                             // hot: median of 2 and 0.67
 		"| sluice.gcra | 6 | 167× ✓ [167–167] | 10 | 0.15 | 7 | 1400000 |",
 		"| sluice.gcra | 28 (1700 B) | — | 28 (1700 B) |",
 		"| sluice.gcra | 30 / 25 | — / — | — / — |",
