@@ -193,16 +193,24 @@ func (s *SchedulerLatency) exceeds(q float64, threshold time.Duration) bool {
 // The queue is read afresh at most every frontInterval, so a burst is
 // refused as soon as it queues, without waiting for a window.
 //
-// A second rule bounds what no reading can see: arrivals are also refused
-// while the queue has not drained (no reading under frontMin goroutines per
-// processor) for frontDrain. A processor polls the network only when it
-// runs out of goroutines, else sysmon does, about every 10 ms; a queue
-// that never drains keeps requests waiting unseen in their sockets (see
-// frontDrain). Measured with bench/cmd/realload, HTTP on one core, 1 ms of
-// CPU per request, 2x overload warm and cold: gradient served 34.7% and
-// 34.4% of capacity within a 10 ms SLO without the rule (p50 11 ms: the
-// poll period), 75.9% and 70.3% with it (p50 3.5 ms, p99 9 ms); at 0.7x it
-// refused 0.9%; two cores and gRPC alike (see bench/README.md).
+// A second rule bounds what no reading can see: while goroutines wait for
+// a CPU (the last window's mean wait over frontMinTarget, until it falls
+// under a quarter of it), arrivals are also refused while the queue has
+// not drained (no reading under frontMin goroutines per processor) for
+// frontDrain. A processor polls the network only when it runs out of
+// goroutines, else sysmon does, about every 10 ms; a queue that never
+// drains keeps requests waiting unseen in their sockets (see frontDrain).
+// Measured with bench/cmd/realload, 1 ms of CPU per request at 2x, warm /
+// cold, % of the capacity measured in the same run within a 10 ms SLO:
+// HTTP on one core, gradient 34.7 / 34.4 without the rule (p50 11 ms: the
+// poll period) and 97.0 / 91.4 with it (p50 3.5 ms), 0.3% refused at 0.7x;
+// two cores 90.8 / 84.3. The rule counts goroutines: an I/O-heavy service at
+// 70% of its CPU (10k requests/s sleeping 20 ms) seldom reads drained when a
+// request arrives, in the batch the poller made runnable with it, and the
+// rule ungated refused 96–99% there at 0.7x; gated by the wait, 59%,
+// against 40% with no front limit at all (the rest is the gate's own
+// limit). The gate costs gRPC: one core at 2x served 51–63% gated, 75–86%
+// ungated, about 30% with neither (see bench/README.md).
 type front struct {
 	sig   FrontSignal
 	queue atomic.Int64 // the last reading
@@ -214,6 +222,10 @@ type front struct {
 	// goroutine beside each running one (ns since the gate's epoch).
 	drained   atomic.Int64
 	drainedAt int64
+	// waiting: goroutines wait for a CPU (the last window's mean wait
+	// over frontMinTarget; off again under a quarter of it): only then
+	// does an undrained queue mean requests unseen in their sockets.
+	waiting atomic.Bool
 
 	refused atomic.Int64 // front refusals in the gate's current window
 
@@ -271,7 +283,7 @@ func (f *front) pass(now int64) bool {
 	if now >= f.due.Load() {
 		f.read(now)
 	}
-	if q := f.queue.Load(); q >= f.limit.Load() || (q >= f.drainedAt && now-f.drained.Load() > int64(frontDrain)) {
+	if q := f.queue.Load(); q >= f.limit.Load() || (q >= f.drainedAt && f.waiting.Load() && now-f.drained.Load() > int64(frontDrain)) {
 		f.refused.Add(1)
 		return false
 	}
@@ -307,6 +319,14 @@ func (f *front) take(s *Sample) {
 	passed := s.Count + s.Dropped + s.Rejected
 	if all := float64(s.FrontRefused + passed); all > 0 {
 		f.pressure += 0.3 * (float64(s.FrontRefused)/all - f.pressure)
+	}
+	if n > 0 {
+		switch {
+		case lat > frontMinTarget:
+			f.waiting.Store(true)
+		case lat < frontMinTarget/4:
+			f.waiting.Store(false)
+		}
 	}
 	if s.Count == 0 || n == 0 {
 		return

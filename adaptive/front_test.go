@@ -299,6 +299,27 @@ func TestFrontRefusesAQueueThatDoesNotDrain(t *testing.T) {
 	}
 	drainedAt := int64(frontMin * runtime.GOMAXPROCS(0))
 	f.queue.Store(drainedAt) // short, under the front limit, but not drained
+	// Goroutines that do not wait for a CPU (a busy I/O service whose run
+	// queue is seldom empty when a request arrives, in the batch the
+	// network poller made runnable with it): no refusal.
+	for range 3 * int(frontDrain/frontInterval) {
+		if !try() {
+			t.Fatal("refused an undrained queue while nothing waits for a CPU")
+		}
+	}
+	f.queue.Store(0)
+	try()
+	f.queue.Store(drainedAt)
+	// A window whose mean wait for a CPU is over frontMinTarget: waiting
+	// (the window's outcome itself is take's, read directly here).
+	f.delay, f.n = 2*frontMinTarget, 100
+	g.front.take(&Sample{Count: 10, AvgRTT: time.Millisecond})
+	if !g.front.waiting.Load() {
+		t.Fatalf("not waiting after a window with a mean wait of %v", f.delay)
+	}
+	f.queue.Store(0)
+	try() // drained now
+	f.queue.Store(drainedAt)
 	var admitted int
 	for range int(frontDrain / frontInterval) {
 		if try() {
@@ -314,5 +335,11 @@ func TestFrontRefusesAQueueThatDoesNotDrain(t *testing.T) {
 	f.queue.Store(drainedAt - 1)
 	if !try() {
 		t.Fatal("refused after the queue drained")
+	}
+	// Under a quarter of frontMinTarget, no longer waiting.
+	f.delay = frontMinTarget / 5
+	g.front.take(&Sample{Count: 10, AvgRTT: time.Millisecond})
+	if g.front.waiting.Load() {
+		t.Fatalf("still waiting after a window with a mean wait of %v", f.delay)
 	}
 }
