@@ -46,18 +46,40 @@ type AIMD struct {
 // AIMDOption configures an AIMD algorithm.
 type AIMDOption func(*AIMD)
 
-// AIMDInitial sets the starting limit (default 20; at least 1).
-func AIMDInitial(n int) AIMDOption { return func(a *AIMD) { a.initial = n } }
+// WithAIMDInitial sets the starting limit (default 20; at least 1).
+func WithAIMDInitial(n int) AIMDOption { return func(a *AIMD) { a.initial = n } }
 
-// AIMDIncrease sets the additive step per healthy window (default 1; at least 1).
-func AIMDIncrease(n int) AIMDOption { return func(a *AIMD) { a.increase = n } }
+// WithAIMDIncrease sets the additive step per healthy window (default 1; at
+// least 1).
+func WithAIMDIncrease(n int) AIMDOption { return func(a *AIMD) { a.increase = n } }
 
-// AIMDBackoff sets the multiplicative decrease (default 0.9; in [0.5, 1)).
-func AIMDBackoff(f float64) AIMDOption { return func(a *AIMD) { a.backoff = f } }
+// WithAIMDBackoff sets the multiplicative decrease (default 0.9; in
+// [0.5, 1)).
+func WithAIMDBackoff(f float64) AIMDOption { return func(a *AIMD) { a.backoff = f } }
 
-// AIMDTimeout sets the window RTT above which the window counts as
+// WithAIMDTimeout sets the window RTT above which the window counts as
 // congested even without drops (default 5s; positive).
-func AIMDTimeout(d time.Duration) AIMDOption { return func(a *AIMD) { a.timeout = d } }
+func WithAIMDTimeout(d time.Duration) AIMDOption { return func(a *AIMD) { a.timeout = d } }
+
+// AIMDInitial is the former name of WithAIMDInitial.
+//
+// Deprecated: use WithAIMDInitial.
+func AIMDInitial(n int) AIMDOption { return WithAIMDInitial(n) }
+
+// AIMDIncrease is the former name of WithAIMDIncrease.
+//
+// Deprecated: use WithAIMDIncrease.
+func AIMDIncrease(n int) AIMDOption { return WithAIMDIncrease(n) }
+
+// AIMDBackoff is the former name of WithAIMDBackoff.
+//
+// Deprecated: use WithAIMDBackoff.
+func AIMDBackoff(f float64) AIMDOption { return WithAIMDBackoff(f) }
+
+// AIMDTimeout is the former name of WithAIMDTimeout.
+//
+// Deprecated: use WithAIMDTimeout.
+func AIMDTimeout(d time.Duration) AIMDOption { return WithAIMDTimeout(d) }
 
 // NewAIMD returns an AIMD algorithm. Invalid options are reported by its
 // Validate method, which New calls.

@@ -80,7 +80,7 @@ func ExampleErrLimitExceeded() {
 // manual clock the gate is driven entirely by its callers.
 func ExampleNewAIMD() {
 	c := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	lim, _ := adaptive.New(adaptive.NewAIMD(adaptive.AIMDInitial(4)),
+	lim, _ := adaptive.New(adaptive.NewAIMD(adaptive.WithAIMDInitial(4)),
 		adaptive.WithClock(c), adaptive.WithMinSamples(1), adaptive.WithMaxLimit(100))
 	window := func(n int, drop bool) {
 		toks := make([]adaptive.Token, n)

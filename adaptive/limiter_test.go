@@ -49,10 +49,10 @@ func TestNewRejectsInvalidConfiguration(t *testing.T) {
 		{"percentile negative", Fixed(1), []Option{WithPercentile(-0.5)}, "percentile -0.5"},
 		{"nil clock", Fixed(1), []Option{WithClock(nil)}, "WithClock(nil)"},
 		{"nil observer", Fixed(1), []Option{WithObserver(nil)}, "WithObserver(nil)"},
-		{"aimd backoff", NewAIMD(AIMDBackoff(1.2)), nil, "backoff 1.2"},
-		{"aimd initial", NewAIMD(AIMDInitial(0)), nil, "initial limit 0"},
-		{"aimd increase", NewAIMD(AIMDIncrease(0)), nil, "increase 0"}, // see also TestReviewFixes,
-		{"aimd timeout", NewAIMD(AIMDTimeout(0)), nil, "timeout 0s"},
+		{"aimd backoff", NewAIMD(WithAIMDBackoff(1.2)), nil, "backoff 1.2"},
+		{"aimd initial", NewAIMD(WithAIMDInitial(0)), nil, "initial limit 0"},
+		{"aimd increase", NewAIMD(WithAIMDIncrease(0)), nil, "increase 0"}, // see also TestReviewFixes,
+		{"aimd timeout", NewAIMD(WithAIMDTimeout(0)), nil, "timeout 0s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -269,7 +269,7 @@ func TestPercentileSample(t *testing.T) {
 }
 
 func TestAIMD(t *testing.T) {
-	a := NewAIMD(AIMDTimeout(time.Second))
+	a := NewAIMD(WithAIMDTimeout(time.Second))
 	if a.InitialLimit() != 20 || a.Validate() != nil {
 		t.Fatalf("defaults: initial %d, err %v", a.InitialLimit(), a.Validate())
 	}
@@ -293,7 +293,7 @@ func TestAIMD(t *testing.T) {
 
 func TestAIMDDrivesTheGate(t *testing.T) {
 	c := clock.NewManual(t0)
-	l := mustNew(t, NewAIMD(AIMDInitial(4)), WithClock(c), WithMinSamples(1), WithMaxLimit(6))
+	l := mustNew(t, NewAIMD(WithAIMDInitial(4)), WithClock(c), WithMinSamples(1), WithMaxLimit(6))
 	window := func(inFlight int, drop bool) {
 		var toks []Token
 		for range inFlight {
@@ -573,7 +573,7 @@ func TestReviewFixes(t *testing.T) {
 		}
 	})
 	t.Run("AIMD increase cannot overflow", func(t *testing.T) {
-		a := NewAIMD(AIMDIncrease(maxLimitCap))
+		a := NewAIMD(WithAIMDIncrease(maxLimitCap))
 		if a.Validate() != nil {
 			t.Fatal(a.Validate())
 		}

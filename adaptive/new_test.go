@@ -43,7 +43,7 @@ func TestNewJoinsEveryError(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "nil *Gradient") || !strings.Contains(err.Error(), "min limit 0") {
 		t.Errorf("nil algorithm and a bad option: %v", err)
 	}
-	_, err = adaptive.New(adaptive.NewAIMD(adaptive.AIMDBackoff(2)), adaptive.WithMinLimit(0))
+	_, err = adaptive.New(adaptive.NewAIMD(adaptive.WithAIMDBackoff(2)), adaptive.WithMinLimit(0))
 	if err == nil || !strings.Contains(err.Error(), "backoff") || !strings.Contains(err.Error(), "min limit 0") {
 		t.Errorf("AIMD: %v", err)
 	}
@@ -96,5 +96,15 @@ func TestAlgorithmBindsOneGate(t *testing.T) {
 		if _, err := adaptive.New(fixed); err != nil {
 			t.Fatalf("Fixed shared: %v", err)
 		}
+	}
+}
+
+// The former AIMD option names still build the same algorithm.
+func TestDeprecatedAIMDOptions(t *testing.T) {
+	old := adaptive.NewAIMD(adaptive.AIMDInitial(7), adaptive.AIMDIncrease(2), adaptive.AIMDBackoff(0.8), adaptive.AIMDTimeout(time.Second))
+	cur := adaptive.NewAIMD(adaptive.WithAIMDInitial(7), adaptive.WithAIMDIncrease(2), adaptive.WithAIMDBackoff(0.8), adaptive.WithAIMDTimeout(time.Second))
+	s := adaptive.Sample{Limit: 7, Count: 10, RTT: 2 * time.Second, AvgRTT: 2 * time.Second, MaxInFlight: 7, Rejected: 3}
+	if old.InitialLimit() != 7 || old.Update(s) != cur.Update(s) || old.Validate() != nil {
+		t.Fatal("the deprecated AIMD options build another algorithm")
 	}
 }

@@ -157,7 +157,7 @@ func BuiltinPolicies() []PolicySpec {
 			return newVegasGate(e)
 		}},
 		{Name: "aimd", Description: "sluice adaptive gate with AIMD", New: func(e Env) (Policy, error) {
-			return NewGatePolicy(adaptive.NewAIMD(adaptive.AIMDInitial(e.Cores), adaptive.AIMDTimeout(e.SLO/4)),
+			return NewGatePolicy(adaptive.NewAIMD(adaptive.WithAIMDInitial(e.Cores), adaptive.WithAIMDTimeout(e.SLO/4)),
 				adaptive.WithClock(e.Clock), adaptive.WithMaxLimit(e.MaxLimit()))
 		}},
 	}
@@ -300,7 +300,7 @@ func (p *GatePolicy) Limit() int { return p.Gate.Limit() }
 // against Vegas's own estimate, a minimum that read ~15% low) let the limit
 // settle two or three requests higher, and p99 rose by 2 ms (sim -seeds 5).
 func newVegasGate(e Env) (*GatePolicy, error) {
-	opts := append(vegas.Proportional(0.2, 0.5), vegas.WithInitialLimit(e.Cores), vegas.WithMaxRTT(e.SLO/8))
+	opts := []vegas.Option{vegas.WithProportional(0.2, 0.5), vegas.WithInitialLimit(e.Cores), vegas.WithMaxRTT(e.SLO / 8)}
 	return NewGatePolicy(vegas.New(opts...),
 		adaptive.WithClock(e.Clock), adaptive.WithMaxLimit(e.MaxLimit()), adaptive.WithPercentile(0.5))
 }

@@ -111,18 +111,24 @@ func WithSlack(x float64) Option { return func(v *Vegas) { v.slack = x } }
 // (default: none). Derive it from the latency objective.
 func WithMaxRTT(d time.Duration) Option { return func(v *Vegas) { v.maxRTT = d } }
 
-// Proportional returns threshold functions that keep the queue between
-// lo·L and hi·L: alpha = lo·L, beta = hi·L (and threshold = lo·L/2). With lo
-// = 0.25 and hi = 0.5 the RTT stays between 1.33 and 2 times the no-load RTT,
-// which, unlike the log10 defaults, lets a busy but healthy server keep the
-// queue its arrivals naturally form.
-func Proportional(lo, hi float64) []Option {
-	return []Option{
-		WithAlpha(func(l float64) float64 { return lo * l }),
-		WithBeta(func(l float64) float64 { return hi * l }),
-		WithThreshold(func(l float64) float64 { return lo * l / 2 }),
+// WithProportional sets thresholds that keep the queue between lo·L and
+// hi·L: alpha = lo·L, beta = hi·L (and threshold = lo·L/2), in one option.
+// With lo = 0.25 and hi = 0.5 the RTT stays between 1.33 and 2 times the
+// no-load RTT, which, unlike the log10 defaults, lets a busy but healthy
+// server keep the queue its arrivals naturally form. Later WithAlpha,
+// WithBeta or WithThreshold options override the part they set.
+func WithProportional(lo, hi float64) Option {
+	return func(v *Vegas) {
+		v.alpha = func(l float64) float64 { return lo * l }
+		v.beta = func(l float64) float64 { return hi * l }
+		v.threshold = func(l float64) float64 { return lo * l / 2 }
 	}
 }
+
+// Proportional returns WithProportional(lo, hi) as a slice.
+//
+// Deprecated: use WithProportional, one option.
+func Proportional(lo, hi float64) []Option { return []Option{WithProportional(lo, hi)} }
 
 // New returns a Vegas algorithm with Netflix's log10 thresholds by default.
 // Invalid options are reported by Validate, which adaptive.New calls.

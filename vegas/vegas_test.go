@@ -198,7 +198,7 @@ func TestValidation(t *testing.T) {
 	if _, err := adaptive.New((*Vegas)(nil)); err == nil {
 		t.Error("nil *Vegas accepted")
 	}
-	if _, err := adaptive.New(New(Proportional(0.25, 0.5)...)); err != nil {
+	if _, err := adaptive.New(New(WithProportional(0.25, 0.5))); err != nil {
 		t.Errorf("Proportional thresholds rejected: %v", err)
 	}
 }
@@ -277,7 +277,7 @@ func psKnee(c int, own time.Duration, noisy bool) func(int) adaptive.Sample {
 // floor, and through ±15% of window noise the limit holds near the knee:
 // never under the saturating limit, never far above.
 func TestHeldNearTheKneeThroughNoise(t *testing.T) {
-	d := newDriver(append(Proportional(0.2, 0.5), WithInitialLimit(64), WithMaxRTT(6250*time.Microsecond))...)
+	d := newDriver(WithProportional(0.2, 0.5), WithInitialLimit(64), WithMaxRTT(6250*time.Microsecond))
 	w := psKnee(16, 10*ms, true)
 	sat := w(16).SaturatingLimit()
 	sum, lo, hi := 0, 1<<30, 0

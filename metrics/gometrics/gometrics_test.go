@@ -123,7 +123,7 @@ func TestGatePartitionsAndLimitChanges(t *testing.T) {
 	l2.Success()
 
 	c := clock.NewManual(t0)
-	a, err := adaptive.New(adaptive.NewAIMD(adaptive.AIMDInitial(10)), adaptive.WithClock(c),
+	a, err := adaptive.New(adaptive.NewAIMD(adaptive.WithAIMDInitial(10)), adaptive.WithClock(c),
 		adaptive.WithWindow(10*time.Millisecond, 100*time.Millisecond), adaptive.WithMinSamples(1), adaptive.WithObserver(m))
 	if err != nil {
 		t.Fatal(err)

@@ -193,7 +193,7 @@ sluice_gate_decisions_total{outcome="rejected",partition="live"} 0
 func TestGateLimitChanges(t *testing.T) {
 	m, reg := newMetrics(t)
 	c := clock.NewManual(t0)
-	g, err := adaptive.New(adaptive.NewAIMD(adaptive.AIMDInitial(10)), adaptive.WithClock(c),
+	g, err := adaptive.New(adaptive.NewAIMD(adaptive.WithAIMDInitial(10)), adaptive.WithClock(c),
 		adaptive.WithWindow(10*time.Millisecond, 100*time.Millisecond), adaptive.WithMinSamples(1), adaptive.WithObserver(m))
 	if err != nil {
 		t.Fatal(err)
