@@ -42,7 +42,7 @@ var contenders = []contender{
 	{name: "failsafe", about: "failsafe-go adaptivelimiter.NewBuilder[any]().Build() (defaults), TryAcquirePermit or 503 / UNAVAILABLE, Record after the handler", http: failsafeHTTP(defaultFailsafe), grpc: failsafeGRPC(defaultFailsafe)},
 	{name: "shed-sched", about: "as shed, plus shed.WithSaturation(shed.SchedulerLatency(0.99, 5ms)) (shed's example)", http: shedHTTP(schedShedder), grpc: shedGRPC(schedShedder)},
 	{name: "gradient-nofront", extra: true, about: "as gradient, with the front limit off (adaptive.WithFrontSignal(nil)): what the gate's own limit refuses", http: gateHTTP(gradientNoFront), grpc: gateGRPC(gradientNoFront)},
-	{name: "shed-readme", extra: true, about: "as shed, over the README quick start's gate: adaptive.New(gradient.New(gradient.WithMaxRTT(5ms)))", http: shedHTTP(readmeMaxRTTShedder), grpc: shedGRPC(readmeMaxRTTShedder)},
+	{name: "shed-maxrtt", extra: true, about: "as shed, over a gate with an absolute RTT bound: adaptive.New(gradient.New(gradient.WithMaxRTT(5ms))) (the quick start before it became gradient.New())", http: shedHTTP(maxRTTShedder), grpc: shedGRPC(maxRTTShedder)},
 }
 
 // refusalPath is a guard held full, so that it refuses every request: the
@@ -132,9 +132,9 @@ func readmeShedder() (*shed.Shedder, error) {
 	return shed.New(gate, shed.WithReserve(0.2))
 }
 
-// readmeMaxRTTShedder is the README's quick start to the letter: its gate
-// has an absolute RTT bound of 5 ms.
-func readmeMaxRTTShedder() (*shed.Shedder, error) {
+// maxRTTShedder is readmeShedder over a gate with an absolute RTT bound of
+// 5 ms: the quick start's gate before it became gradient.New().
+func maxRTTShedder() (*shed.Shedder, error) {
 	gate, err := adaptive.New(gradient.New(gradient.WithMaxRTT(5 * time.Millisecond)))
 	if err != nil {
 		return nil, err

@@ -19,8 +19,9 @@
 // shed.WithReserve(0.2)) and a default gradient gate); failsafe
 // (failsafe-go's adaptivelimiter with its defaults, refusing with 503 /
 // UNAVAILABLE); shed-sched (shed plus shed.SchedulerLatency as its
-// saturation signal). shed-readme, the README quick start's gate with
-// gradient.WithMaxRTT(5ms), runs only when named in -contenders.
+// saturation signal). shed-maxrtt, shed over a gate with
+// gradient.WithMaxRTT(5ms) (the quick start's gate before it became
+// gradient.New()), runs only when named in -contenders.
 //
 // Each configuration (transport, cores, work) is first measured for its
 // capacity: the bare server under a closed loop of clients (8 per core for

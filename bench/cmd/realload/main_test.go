@@ -131,7 +131,7 @@ func TestCLIErrors(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	if code := cli([]string{"-list"}, &out, io.Discard); code != 0 || !strings.Contains(out.String(), "shed-readme") {
+	if code := cli([]string{"-list"}, &out, io.Discard); code != 0 || !strings.Contains(out.String(), "shed-maxrtt") {
 		t.Errorf("-list: code %d, output %q", code, out.String())
 	}
 }
