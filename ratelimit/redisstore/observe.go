@@ -88,12 +88,18 @@ func (h callWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		start := time.Now()
 		err := next(ctx, cmd)
-		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			return err // the EVAL that follows is the call that counts
-		}
-		h.obs.StoreCall(op, callOutcome(ctx, err), time.Since(start))
+		h.report(ctx, op, err, time.Since(start))
 		return err
 	}
+}
+
+// report tells the observer how one call of op ended, unless it failed with
+// NOSCRIPT: the EVAL that follows is the call that counts.
+func (h callWatch) report(ctx context.Context, op string, err error, took time.Duration) {
+	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		return
+	}
+	h.obs.StoreCall(op, callOutcome(ctx, err), took)
 }
 
 // DialHook leaves dials alone.
@@ -123,10 +129,7 @@ func (h callWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 				if cerr == nil && err != nil && !errors.Is(err, redis.Nil) {
 					cerr = err
 				}
-				if cerr != nil && strings.HasPrefix(cerr.Error(), "NOSCRIPT") {
-					continue // the EVAL that follows is the call that counts
-				}
-				h.obs.StoreCall(op, callOutcome(ctx, cerr), took)
+				h.report(ctx, op, cerr, took)
 			}
 		}
 		return err
