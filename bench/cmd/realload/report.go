@@ -131,6 +131,8 @@ func (r *report) write(w io.Writer) {
 	var cases []string
 	for _, c := range o.cases {
 		switch c {
+		case caseIdle:
+			cases = append(cases, fmt.Sprintf("%s = %v at 0.1× capacity", c, o.steady))
 		case caseSteady:
 			cases = append(cases, fmt.Sprintf("%s = %v at 0.7× capacity", c, o.steady))
 		case caseWarm:

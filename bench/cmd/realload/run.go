@@ -26,9 +26,13 @@ const (
 	caseSteady = "0.7x"    // 0.7× capacity
 	caseWarm   = "2x-warm" // 0.5× capacity for the warm-up, then 2× on the same process
 	caseCold   = "2x-cold" // 2× capacity from the first request
+	caseIdle   = "0.1x"    // 0.1× capacity: the CPU mostly idle (not run by default)
 )
 
 var allCases = []string{caseSteady, caseWarm, caseCold}
+
+// knownCases are the cases -cases accepts: the default ones and caseIdle.
+var knownCases = []string{caseIdle, caseSteady, caseWarm, caseCold}
 
 // options are the run's settings (the command's flags).
 type options struct {
@@ -178,7 +182,7 @@ func run(o options) (*report, error) {
 		order[c.name] = i
 	}
 	caseOrder := map[string]int{}
-	for i, c := range allCases {
+	for i, c := range knownCases {
 		caseOrder[c] = i
 	}
 	cfgOrder := map[string]int{}
@@ -331,6 +335,9 @@ func runCase(o options, cfg config, c contender, cs string, capRate, calib float
 	var prof profile
 	var w window
 	switch cs {
+	case caseIdle:
+		prof = profile{{0.1 * capRate, o.steady}}
+		w = window{0, o.steady}
 	case caseSteady:
 		prof = profile{{0.7 * capRate, o.steady}}
 		w = window{0, o.steady}
