@@ -81,3 +81,17 @@
 //
 // The package example (Example) is the same wiring, compiled.
 package interceptors
+
+// The source is laid out by half, so a reader of one half need not read the
+// other:
+//
+//	server.go, server_options.go     what every server constructor shares: quotas, ServerOption
+//	server_http.go, server_problem.go   the net/http middleware and its problem+json refusals
+//	server_grpc.go                      the gRPC server interceptors
+//	server_headers.go                   retry times and the RateLimit fields, for both transports
+//	server_keys.go, server_keys_ip.go   key extractors (headers, metadata, API keys, client IP)
+//	client.go                           what every client shares: ClientOption, the retry policy
+//	client_http.go                      the http.RoundTripper (Transport)
+//	client_grpc.go                      the gRPC client interceptors
+//	priority.go                         the priority on the wire, read by servers, sent by clients
+//	deprecated.go                       former names, kept for one release
