@@ -28,8 +28,12 @@
 // the PriorityHeader or PriorityMetadataKey. Tokens of the gate and the
 // shedder are held until the handler returns (a stream's, until its handler
 // returns) and released exactly once, also when the handler panics.
-// Server options are ServerOptions named With…; each constructor rejects an
-// option that does not apply to it.
+// Server options are named With…, and an option's type says which
+// constructors take it: a ServerOption applies to all six, a RateOption to
+// the rate-limit ones, an HTTPShedOption to ShedMiddleware only, and so on;
+// each constructor's options have an interface of its own
+// (RateLimitMiddlewareOption, ...), so an option that does not apply does
+// not compile.
 //
 // # Client side
 //
