@@ -285,10 +285,13 @@ func (m *Metrics) gateRead(f func(metrics.GateState) int) int64 {
 // sluice.gate.queue_length read g whenever they are read; nil detaches it
 // and they read 0. Attach the gate whose observer is m, so the gauges and
 // counters describe one gate.
+// g is an *adaptive.Limiter, or anything else that implements
+// metrics.GateState.
 func (m *Metrics) AttachGate(g metrics.GateState) { m.gate.Store(g) }
 
 // AttachShedder makes the gauge sluice.shed.cutoff_level read s whenever it
 // is read; nil detaches it and it reads 0.
+// s is a *shed.Shedder, or anything else that implements metrics.ShedState.
 func (m *Metrics) AttachShedder(s metrics.ShedState) { m.shedder.Store(s) }
 
 // GateDecision counts an acquisition in

@@ -270,11 +270,14 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 // sluice_gate_queue_length read g at every scrape. Until a gate is
 // attached (and after AttachGate(nil)) they are not exported. Attach the
 // gate whose observer is m, so the gauges and counters describe one gate.
+// g is an *adaptive.Limiter, or anything else that implements
+// metrics.GateState.
 func (m *Metrics) AttachGate(g metrics.GateState) { m.gate.Store(g) }
 
 // AttachShedder makes the gauge sluice_shed_cutoff_level read s at every
 // scrape. Until a shedder is attached (and after AttachShedder(nil)) it is
 // not exported.
+// s is a *shed.Shedder, or anything else that implements metrics.ShedState.
 func (m *Metrics) AttachShedder(s metrics.ShedState) { m.shedder.Store(s) }
 
 // GateDecision counts an acquisition in sluice_gate_decisions_total.
