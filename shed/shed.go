@@ -303,7 +303,7 @@ func (s *Shedder) TryAcquire(p Priority, user uint64) (adaptive.Token, Decision)
 	s.arrived[lvl].Add(1)
 	if int64(lvl) >= s.cutoff.Load() {
 		s.refusedCritical(p)
-		return s.refuse(p, shedForLevel)
+		return s.refuse(p, shedByPriority)
 	}
 	if s.reserve > 0 {
 		if bit := uint32(1) << p; s.seen.Load()&bit == 0 {
@@ -312,7 +312,7 @@ func (s *Shedder) TryAcquire(p Priority, user uint64) (adaptive.Token, Decision)
 	}
 	if s.reserve > 0 && p >= Critical && s.reserved(p) {
 		s.refusedCritical(p)
-		return s.refuse(p, shedForLevel)
+		return s.refuse(p, shedByPriority)
 	}
 	s.tried.Add(1)
 	tok, ok := s.gate.TryAcquire()
@@ -394,19 +394,20 @@ func (s *Shedder) refusedCritical(p Priority) {
 // topShare is the part of the reserve kept for CriticalPlus alone.
 const topShare = 0.05
 
-// refusal is why the shedder refused a request, in its own words: shed for
-// its level (Decision.Shed), or let through to a gate that was full. An
-// observer sees it as a metrics.ShedDecision.
+// refusal is why the shedder refused a request, in its own words: shed by
+// priority (Decision.Shed: its level is at or above the cutoff, or it asked
+// for capacity held in reserve for more critical work), or let through to a
+// gate that was full. An observer sees it as a metrics.ShedDecision.
 type refusal uint8
 
 const (
-	shedForLevel refusal = iota
+	shedByPriority refusal = iota
 	gateFull
 )
 
 // label is the refusal as the observer's label.
 func (r refusal) label() metrics.ShedDecision {
-	if r == shedForLevel {
+	if r == shedByPriority {
 		return metrics.ShedRefused
 	}
 	return metrics.ShedGateFull
@@ -418,7 +419,7 @@ func (s *Shedder) refuse(p Priority, r refusal) (adaptive.Token, Decision) {
 	if s.obs != nil {
 		s.obs.ShedDecision(r.label(), priorityNames[p])
 	}
-	return adaptive.Token{}, Decision{Shed: r == shedForLevel, RetryAfter: s.retryAfter()}
+	return adaptive.Token{}, Decision{Shed: r == shedByPriority, RetryAfter: s.retryAfter()}
 }
 
 // retryAfter is the hint given with a refusal: the time the cutoff needs to
