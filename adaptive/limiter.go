@@ -235,6 +235,9 @@ func (l *Limiter) now() int64 {
 	return int64(l.since.Since(l.epoch))
 }
 
+// An exporter reads the gate's gauges through metrics.GateState.
+var _ metrics.GateState = (*Limiter)(nil)
+
 // Limit returns the current concurrency limit.
 func (l *Limiter) Limit() int { return int(l.h.state.Load() & limitMask) }
 
@@ -271,7 +274,7 @@ type Token struct {
 // round-trip-time sample.
 func (t Token) Success() {
 	if t.l != nil {
-		t.l.release(t, metrics.Success)
+		t.l.release(t, succeeded)
 	}
 }
 
@@ -280,7 +283,7 @@ func (t Token) Success() {
 // congestion signal and never count as latency samples.
 func (t Token) Dropped() {
 	if t.l != nil {
-		t.l.release(t, metrics.Dropped)
+		t.l.release(t, dropped)
 	}
 }
 
@@ -289,7 +292,7 @@ func (t Token) Dropped() {
 // request was invalid).
 func (t Token) Ignore() {
 	if t.l != nil {
-		t.l.release(t, metrics.Ignored)
+		t.l.release(t, ignored)
 	}
 }
 
@@ -404,25 +407,48 @@ func (l *Limiter) acquire(ctx context.Context, part int32) (Token, error) {
 	return l.q.wait(ctx, part)
 }
 
+// outcome is how a token was given back, in the gate's own words: the
+// request succeeded (its time held is a latency sample), was dropped (a
+// congestion signal) or is ignored (no sample). Token's Success, Dropped and
+// Ignore release with each; an observer sees it as a metrics.GateRelease.
+type outcome uint8
+
+const (
+	succeeded outcome = iota
+	dropped
+	ignored
+)
+
+// label is the outcome as the observer's label.
+func (o outcome) label() metrics.GateRelease {
+	switch o {
+	case succeeded:
+		return metrics.Success
+	case dropped:
+		return metrics.Dropped
+	}
+	return metrics.Ignored
+}
+
 // release gives a token's slot back and records its outcome.
-func (l *Limiter) release(t Token, kind metrics.GateRelease) {
+func (l *Limiter) release(t Token, kind outcome) {
 	var now int64
-	if kind != metrics.Ignored || l.obs != nil {
+	if kind != ignored || l.obs != nil {
 		now = l.now()
 	}
 	sh := l.win.of()
 	l.free(t.part, sh)
 	full := false
 	switch kind {
-	case metrics.Success:
+	case succeeded:
 		full = sh.add(now-t.start, l.hist)
-	case metrics.Dropped:
+	case dropped:
 		sh.drops.Add(1)
 	}
 	if l.obs != nil {
-		l.obs.GateRelease(kind, time.Duration(now-t.start))
+		l.obs.GateRelease(kind.label(), time.Duration(now-t.start))
 	}
-	if kind != metrics.Ignored {
+	if kind != ignored {
 		if now >= l.due.Load() || full {
 			l.maybeFlush(now)
 		}

@@ -117,7 +117,7 @@ func (q *queue) wait(ctx context.Context, part int32) (Token, error) {
 	name := l.partitionName(part)
 	if dl, ok := ctx.Deadline(); ok {
 		if dl.Sub(l.clk.Now()) < l.estimatedWait() || !dl.After(l.clk.Now()) {
-			l.observe(metrics.DeadlineUnmeetable, name, 0)
+			l.observe(ErrDeadlineUnmeetable, name, 0)
 			return Token{}, ErrDeadlineUnmeetable
 		}
 	}
@@ -129,7 +129,7 @@ func (q *queue) wait(ctx context.Context, part int32) (Token, error) {
 	q.expireLocked(now) // waiters past their bound do not count against capacity
 	if q.n >= q.capacity {
 		q.mu.Unlock()
-		l.observe(metrics.QueueFull, name, 0)
+		l.observe(ErrQueueFull, name, 0)
 		return Token{}, ErrQueueFull
 	}
 	if q.n == 0 {
@@ -156,9 +156,9 @@ func (q *queue) wait(ctx context.Context, part int32) (Token, error) {
 	case g := <-w.ch:
 		return q.finish(w, g, name)
 	case <-ctx.Done():
-		return q.abandon(w, ctx.Err(), metrics.Canceled, name)
+		return q.abandon(w, ctx.Err(), name)
 	case <-timeout:
-		return q.abandon(w, ErrQueueTimeout, metrics.QueueTimeout, name)
+		return q.abandon(w, ErrQueueTimeout, name)
 	}
 }
 
@@ -169,11 +169,7 @@ func (q *queue) finish(w *waiter, g grant, name string) (Token, error) {
 		l.win.of().rejected.Add(1)
 	}
 	if l.obs != nil {
-		d := metrics.Admitted
-		if g.err != nil {
-			d = metrics.QueueTimeout
-		}
-		l.obs.GateDecision(d, name, time.Duration(l.now()-w.enq))
+		l.obs.GateDecision(decision(g.err), name, time.Duration(l.now()-w.enq))
 	}
 	q.pool.Put(w)
 	return g.tok, g.err
@@ -182,14 +178,14 @@ func (q *queue) finish(w *waiter, g grant, name string) (Token, error) {
 // abandon takes a waiter out of the queue when its context ended or its time
 // bound passed. If a grant raced in first, a timed-out waiter keeps it; a
 // cancelled one gives the slot back, so the gate is as if it never came.
-func (q *queue) abandon(w *waiter, err error, d metrics.GateDecision, name string) (Token, error) {
+func (q *queue) abandon(w *waiter, err error, name string) (Token, error) {
 	l := q.l
 	now := l.now()
 	q.mu.Lock()
 	if w.queued {
 		q.remove(w, now)
 		q.mu.Unlock()
-		l.observe(d, name, time.Duration(now-w.enq))
+		l.observe(err, name, time.Duration(now-w.enq))
 		q.pool.Put(w)
 		return Token{}, err
 	}
@@ -199,7 +195,7 @@ func (q *queue) abandon(w *waiter, err error, d metrics.GateDecision, name strin
 		return q.finish(w, g, name)
 	}
 	l.free(g.tok.part, l.win.of()) // cancelled: give the slot back, to the next waiter
-	l.observe(d, name, time.Duration(now-w.enq))
+	l.observe(err, name, time.Duration(now-w.enq))
 	q.pool.Put(w)
 	return Token{}, err
 }
@@ -297,12 +293,43 @@ func (q *queue) admitWaiter(w *waiter, now int64) (Token, bool) {
 	return Token{l: l, start: now, part: w.part}, true
 }
 
-// observe counts a refusal in the window and reports d to the observer.
-func (l *Limiter) observe(d metrics.GateDecision, partition string, wait time.Duration) {
-	if d != metrics.Admitted && d != metrics.Canceled {
+// observe counts a refusal of the gate (not a caller that gave up) in the
+// window and reports the acquisition that ended with err to the observer.
+func (l *Limiter) observe(err error, partition string, wait time.Duration) {
+	if refusal(err) {
 		l.win.of().rejected.Add(1)
 	}
 	if l.obs != nil {
-		l.obs.GateDecision(d, partition, wait)
+		l.obs.GateDecision(decision(err), partition, wait)
 	}
+}
+
+// refusal reports whether err is one of the gate's refusals (all wrap
+// ErrLimitExceeded), as opposed to the end of the caller's context.
+func refusal(err error) bool {
+	switch err {
+	case ErrLimitExceeded, ErrQueueFull, ErrDeadlineUnmeetable, ErrQueueTimeout, ErrFrontQueue:
+		return true
+	}
+	return false
+}
+
+// decision is how an observer sees an acquisition that ended with err: the
+// gate decides in its own words (a token, one of its errors, or the end of
+// the caller's context) and turns them into a metrics.GateDecision only to
+// report.
+func decision(err error) metrics.GateDecision {
+	switch err {
+	case nil:
+		return metrics.Admitted
+	case ErrQueueFull:
+		return metrics.QueueFull
+	case ErrDeadlineUnmeetable:
+		return metrics.DeadlineUnmeetable
+	case ErrQueueTimeout:
+		return metrics.QueueTimeout
+	case ErrLimitExceeded, ErrFrontQueue:
+		return metrics.Rejected
+	}
+	return metrics.Canceled // the caller's context ended
 }

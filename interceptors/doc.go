@@ -28,8 +28,12 @@
 // the PriorityHeader or PriorityMetadataKey. Tokens of the gate and the
 // shedder are held until the handler returns (a stream's, until its handler
 // returns) and released exactly once, also when the handler panics.
-// Server options are ServerOptions named With…; each constructor rejects an
-// option that does not apply to it.
+// Server options are named With…, and an option's type says which
+// constructors take it: a ServerOption applies to all six, a RateOption to
+// the rate-limit ones, an HTTPShedOption to ShedMiddleware only, and so on;
+// each constructor's options have an interface of its own
+// (RateLimitMiddlewareOption, ...), so an option that does not apply does
+// not compile.
 //
 // # Client side
 //
@@ -81,3 +85,17 @@
 //
 // The package example (Example) is the same wiring, compiled.
 package interceptors
+
+// The source is laid out by half, so a reader of one half need not read the
+// other:
+//
+//	server.go, server_options.go     what every server constructor shares: quotas, ServerOption
+//	server_http.go, server_problem.go   the net/http middleware and its problem+json refusals
+//	server_grpc.go                      the gRPC server interceptors
+//	server_headers.go                   retry times and the RateLimit fields, for both transports
+//	server_keys.go, server_keys_ip.go   key extractors (headers, metadata, API keys, client IP)
+//	client.go                           what every client shares: ClientOption, the retry policy
+//	client_http.go                      the http.RoundTripper (Transport)
+//	client_grpc.go                      the gRPC client interceptors
+//	priority.go                         the priority on the wire, read by servers, sent by clients
+//	deprecated.go                       former names, kept for one release

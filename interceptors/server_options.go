@@ -65,15 +65,97 @@ const (
 	srvAnyGuard     = srvRate | srvGate | srvShedder
 )
 
-// ServerOption configures the server-side middleware and interceptors
-// (RateLimitMiddleware, GateMiddleware, ShedMiddleware, RateLimitInterceptors,
-// GateInterceptors, ShedInterceptors). Each option's doc names the
-// constructors it applies to; a constructor given an option that does not
-// apply to it, or an invalid one, returns an error naming it.
+// ServerOption configures every server-side constructor: the middleware
+// (RateLimitMiddleware, GateMiddleware, ShedMiddleware) and the interceptors
+// (RateLimitInterceptors, GateInterceptors, ShedInterceptors). An option
+// that applies to some of them only has a narrower type (RateOption,
+// HTTPRateOption, OverloadOption, HTTPOverloadOption, GRPCOverloadOption,
+// HTTPShedOption, GRPCShedOption), and each constructor takes the options
+// of its own interface (RateLimitMiddlewareOption, ...), so giving one an
+// option that does not apply to it does not compile. Invalid values are
+// reported by the constructor's error, every one at once.
 type ServerOption struct {
 	name  string
 	scope srvScope
 	apply func(*srvConfig) error
+}
+
+// RateOption configures the rate-limit constructors, RateLimitMiddleware
+// and RateLimitInterceptors.
+type RateOption ServerOption
+
+// HTTPRateOption configures RateLimitMiddleware only.
+type HTTPRateOption ServerOption
+
+// OverloadOption configures the gate and shedder constructors of both
+// transports: GateMiddleware, ShedMiddleware, GateInterceptors and
+// ShedInterceptors.
+type OverloadOption ServerOption
+
+// HTTPOverloadOption configures GateMiddleware and ShedMiddleware.
+type HTTPOverloadOption ServerOption
+
+// GRPCOverloadOption configures GateInterceptors and ShedInterceptors.
+type GRPCOverloadOption ServerOption
+
+// HTTPShedOption configures ShedMiddleware only.
+type HTTPShedOption ServerOption
+
+// GRPCShedOption configures ShedInterceptors only.
+type GRPCShedOption ServerOption
+
+// RateLimitMiddlewareOption is an option RateLimitMiddleware takes: a
+// ServerOption, RateOption or HTTPRateOption.
+type RateLimitMiddlewareOption interface{ httpRate() ServerOption }
+
+// GateMiddlewareOption is an option GateMiddleware takes: a ServerOption,
+// OverloadOption or HTTPOverloadOption.
+type GateMiddlewareOption interface{ httpGate() ServerOption }
+
+// ShedMiddlewareOption is an option ShedMiddleware takes: a ServerOption,
+// OverloadOption, HTTPOverloadOption or HTTPShedOption.
+type ShedMiddlewareOption interface{ httpShed() ServerOption }
+
+// RateLimitInterceptorsOption is an option RateLimitInterceptors takes: a
+// ServerOption or RateOption.
+type RateLimitInterceptorsOption interface{ grpcRate() ServerOption }
+
+// GateInterceptorsOption is an option GateInterceptors takes: a
+// ServerOption, OverloadOption or GRPCOverloadOption.
+type GateInterceptorsOption interface{ grpcGate() ServerOption }
+
+// ShedInterceptorsOption is an option ShedInterceptors takes: a
+// ServerOption, OverloadOption, GRPCOverloadOption or GRPCShedOption.
+type ShedInterceptorsOption interface{ grpcShed() ServerOption }
+
+func (o ServerOption) httpRate() ServerOption       { return o }
+func (o ServerOption) httpGate() ServerOption       { return o }
+func (o ServerOption) httpShed() ServerOption       { return o }
+func (o ServerOption) grpcRate() ServerOption       { return o }
+func (o ServerOption) grpcGate() ServerOption       { return o }
+func (o ServerOption) grpcShed() ServerOption       { return o }
+func (o RateOption) httpRate() ServerOption         { return ServerOption(o) }
+func (o RateOption) grpcRate() ServerOption         { return ServerOption(o) }
+func (o HTTPRateOption) httpRate() ServerOption     { return ServerOption(o) }
+func (o OverloadOption) httpGate() ServerOption     { return ServerOption(o) }
+func (o OverloadOption) httpShed() ServerOption     { return ServerOption(o) }
+func (o OverloadOption) grpcGate() ServerOption     { return ServerOption(o) }
+func (o OverloadOption) grpcShed() ServerOption     { return ServerOption(o) }
+func (o HTTPOverloadOption) httpGate() ServerOption { return ServerOption(o) }
+func (o HTTPOverloadOption) httpShed() ServerOption { return ServerOption(o) }
+func (o GRPCOverloadOption) grpcGate() ServerOption { return ServerOption(o) }
+func (o GRPCOverloadOption) grpcShed() ServerOption { return ServerOption(o) }
+func (o HTTPShedOption) httpShed() ServerOption     { return ServerOption(o) }
+func (o GRPCShedOption) grpcShed() ServerOption     { return ServerOption(o) }
+
+// srvOptions turns a constructor's options into ServerOptions through its
+// interface's method (get).
+func srvOptions[O any](opts []O, get func(O) ServerOption) []ServerOption {
+	out := make([]ServerOption, len(opts))
+	for i, o := range opts {
+		out[i] = get(o)
+	}
+	return out
 }
 
 // srvConfig is the configuration every server constructor builds from its
@@ -98,7 +180,10 @@ type srvConfig struct {
 
 // srvBuild applies opts for a constructor of the given scope (one transport
 // bit and one guard bit) and reports every option that is invalid or does
-// not apply.
+// not apply. The constructors' option types already keep out an option
+// that does not apply; the scope check stays for one converted to a wider
+// type (ServerOption(WithLegacyHeaders(true))), which would otherwise be
+// silently ignored.
 func srvBuild(scope srvScope, what string, opts []ServerOption) (*srvConfig, error) {
 	c := &srvConfig{
 		uniform:         rand.Float64,
@@ -161,8 +246,8 @@ func WithJitterSource(f func() float64) ServerOption {
 // UNAVAILABLE (default DefaultStoreErrorRetry; positive). A store's
 // fail-closed policy sends its own retry time. Rate-limit constructors
 // only.
-func WithStoreErrorRetry(d time.Duration) ServerOption {
-	return ServerOption{"WithStoreErrorRetry", srvAnyTransport | srvRate, func(c *srvConfig) error {
+func WithStoreErrorRetry(d time.Duration) RateOption {
+	return RateOption{"WithStoreErrorRetry", srvAnyTransport | srvRate, func(c *srvConfig) error {
 		if d <= 0 {
 			return fmt.Errorf("retry %v is not positive", d)
 		}
@@ -178,8 +263,8 @@ func WithStoreErrorRetry(d time.Duration) ServerOption {
 // RateLimit-Policy and no RateLimit member for the failed quotas. A quota's
 // refusal, and a full store's (ratelimit.SourceFull), still refuse.
 // Default false (fail closed). Rate-limit constructors only.
-func WithFailOpen(on bool) ServerOption {
-	return ServerOption{"WithFailOpen", srvAnyTransport | srvRate, func(c *srvConfig) error {
+func WithFailOpen(on bool) RateOption {
+	return RateOption{"WithFailOpen", srvAnyTransport | srvRate, func(c *srvConfig) error {
 		c.failOpen = on
 		return nil
 	}}
@@ -194,8 +279,8 @@ func WithFailOpen(on bool) ServerOption {
 // decision read the caller's state (never invented while a store is down).
 // They cost a few allocations per response. Default false. HTTP rate-limit
 // middleware only.
-func WithLegacyHeaders(on bool) ServerOption {
-	return ServerOption{"WithLegacyHeaders", srvHTTP | srvRate, func(c *srvConfig) error {
+func WithLegacyHeaders(on bool) HTTPRateOption {
+	return HTTPRateOption{"WithLegacyHeaders", srvHTTP | srvRate, func(c *srvConfig) error {
 		c.legacy = on
 		return nil
 	}}
@@ -204,8 +289,8 @@ func WithLegacyHeaders(on bool) ServerOption {
 // WithClock sets the clock that dates X-RateLimit-Reset (WithLegacyHeaders;
 // default clock.System()): give it the clock of the route's limiters when
 // they run on a manual or coarse one. HTTP rate-limit middleware only.
-func WithClock(c clock.Clock) ServerOption {
-	return ServerOption{"WithClock", srvHTTP | srvRate, func(cfg *srvConfig) error {
+func WithClock(c clock.Clock) HTTPRateOption {
+	return HTTPRateOption{"WithClock", srvHTTP | srvRate, func(cfg *srvConfig) error {
 		if c == nil {
 			return errors.New("nil clock")
 		}
@@ -217,8 +302,8 @@ func WithClock(c clock.Clock) ServerOption {
 // WithOverloadRetry sets the retry time sent when the adaptive gate is full,
 // and when the shedder refuses without a hint of its own (default
 // DefaultOverloadRetry; positive). Gate and shedder constructors only.
-func WithOverloadRetry(d time.Duration) ServerOption {
-	return ServerOption{"WithOverloadRetry", srvAnyTransport | srvGate | srvShedder, func(c *srvConfig) error {
+func WithOverloadRetry(d time.Duration) OverloadOption {
+	return OverloadOption{"WithOverloadRetry", srvAnyTransport | srvGate | srvShedder, func(c *srvConfig) error {
 		if d <= 0 {
 			return fmt.Errorf("retry %v is not positive", d)
 		}
@@ -230,8 +315,8 @@ func WithOverloadRetry(d time.Duration) ServerOption {
 // WithGRPCClassifier sets how a finished RPC releases its token, from the
 // handler's error and the RPC's context (default DefaultGRPCClassifier).
 // gRPC gate and shedder interceptors only.
-func WithGRPCClassifier(f func(ctx context.Context, err error) Outcome) ServerOption {
-	return ServerOption{"WithGRPCClassifier", srvGRPC | srvGate | srvShedder, func(c *srvConfig) error {
+func WithGRPCClassifier(f func(ctx context.Context, err error) Outcome) GRPCOverloadOption {
+	return GRPCOverloadOption{"WithGRPCClassifier", srvGRPC | srvGate | srvShedder, func(c *srvConfig) error {
 		if f == nil {
 			return errors.New("nil classifier")
 		}
@@ -243,8 +328,8 @@ func WithGRPCClassifier(f func(ctx context.Context, err error) Outcome) ServerOp
 // WithHTTPClassifier sets how a finished HTTP request releases its token,
 // from the request and the status code the handler wrote (default
 // DefaultHTTPClassifier). HTTP gate and shedder middleware only.
-func WithHTTPClassifier(f func(r *http.Request, status int) Outcome) ServerOption {
-	return ServerOption{"WithHTTPClassifier", srvHTTP | srvGate | srvShedder, func(c *srvConfig) error {
+func WithHTTPClassifier(f func(r *http.Request, status int) Outcome) HTTPOverloadOption {
+	return HTTPOverloadOption{"WithHTTPClassifier", srvHTTP | srvGate | srvShedder, func(c *srvConfig) error {
 		if f == nil {
 			return errors.New("nil classifier")
 		}
@@ -255,8 +340,8 @@ func WithHTTPClassifier(f func(r *http.Request, status int) Outcome) ServerOptio
 
 // WithGRPCPriority sets how the shedder interceptors read an RPC's priority
 // (default MetadataPriority). gRPC shedder interceptors only.
-func WithGRPCPriority(f func(ctx context.Context, fullMethod string) shed.Priority) ServerOption {
-	return ServerOption{"WithGRPCPriority", srvGRPC | srvShedder, func(c *srvConfig) error {
+func WithGRPCPriority(f func(ctx context.Context, fullMethod string) shed.Priority) GRPCShedOption {
+	return GRPCShedOption{"WithGRPCPriority", srvGRPC | srvShedder, func(c *srvConfig) error {
 		if f == nil {
 			return errors.New("nil priority extractor")
 		}
@@ -267,8 +352,8 @@ func WithGRPCPriority(f func(ctx context.Context, fullMethod string) shed.Priori
 
 // WithHTTPPriority sets how the shedder middleware reads a request's
 // priority (default HeaderPriority). HTTP shedder middleware only.
-func WithHTTPPriority(f func(r *http.Request) shed.Priority) ServerOption {
-	return ServerOption{"WithHTTPPriority", srvHTTP | srvShedder, func(c *srvConfig) error {
+func WithHTTPPriority(f func(r *http.Request) shed.Priority) HTTPShedOption {
+	return HTTPShedOption{"WithHTTPPriority", srvHTTP | srvShedder, func(c *srvConfig) error {
 		if f == nil {
 			return errors.New("nil priority extractor")
 		}
@@ -283,8 +368,8 @@ func WithHTTPPriority(f func(r *http.Request) shed.Priority) ServerOption {
 // at random: a shed priority is then refused in fractions, never all at
 // once, but a user's calls are not shed together. gRPC shedder
 // interceptors only.
-func WithGRPCUser(f func(ctx context.Context, fullMethod string) uint64) ServerOption {
-	return ServerOption{"WithGRPCUser", srvGRPC | srvShedder, func(c *srvConfig) error {
+func WithGRPCUser(f func(ctx context.Context, fullMethod string) uint64) GRPCShedOption {
+	return GRPCShedOption{"WithGRPCUser", srvGRPC | srvShedder, func(c *srvConfig) error {
 		if f == nil {
 			return errors.New("nil user extractor")
 		}
@@ -296,8 +381,8 @@ func WithGRPCUser(f func(ctx context.Context, fullMethod string) uint64) ServerO
 // WithHTTPUser sets how the shedder middleware identifies a request's user
 // (see WithGRPCUser; by default every request is a user of its own).
 // HTTP shedder middleware only.
-func WithHTTPUser(f func(r *http.Request) uint64) ServerOption {
-	return ServerOption{"WithHTTPUser", srvHTTP | srvShedder, func(c *srvConfig) error {
+func WithHTTPUser(f func(r *http.Request) uint64) HTTPShedOption {
+	return HTTPShedOption{"WithHTTPUser", srvHTTP | srvShedder, func(c *srvConfig) error {
 		if f == nil {
 			return errors.New("nil user extractor")
 		}

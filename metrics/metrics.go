@@ -1,8 +1,17 @@
 // Package metrics defines the observer hooks through which sluice's guards
-// report what they decide. It holds interfaces only; adapters for Prometheus
-// (metrics/prom) and go-metrics (metrics/gometrics) implement them, so a
-// guard never imports a metrics library and a new adapter needs no change to
-// any guard.
+// report what they decide: its one job is the contract between a guard and
+// an exporter. It holds interfaces and the labels they carry only; adapters
+// for Prometheus (metrics/prom) and go-metrics (metrics/gometrics) implement
+// them, so a guard never imports a metrics library and a new adapter needs
+// no change to any guard.
+//
+// The labels (GateDecision, GateRelease, ShedDecision, RateOutcome,
+// StoreOutcome) are how an observer sees a guard's events, not the guard's
+// own vocabulary: each guard decides in its own terms (a Token is released
+// with Success, Dropped or Ignore; a shed.Decision is Shed or not) and turns
+// them into these labels when it reports. Exporters read the state of a
+// guard through GateState and ShedState, never through the guard's package,
+// so no import runs from metrics back up to a guard.
 //
 // Observers are called synchronously on the request path. They must be safe
 // for concurrent use and cheap: count, do not block.
@@ -284,3 +293,20 @@ func (StoreBase) StoreCall(string, StoreOutcome, time.Duration) {}
 
 // StoreDegraded does nothing.
 func (StoreBase) StoreDegraded(string, StoreOutcome, int) {}
+
+// GateState is what an exporter reads of an adaptive gate for its gauges
+// (*adaptive.Limiter implements it): the current concurrency limit, the
+// tokens held and the callers waiting in its queue. An exporter's
+// AttachGate takes it, so exporters need not import the gate's package.
+type GateState interface {
+	Limit() int
+	InFlight() int
+	Queued() int
+}
+
+// ShedState is what an exporter reads of a priority load shedder for its
+// gauge (*shed.Shedder implements it): the cutoff level, at or above which
+// requests are shed. An exporter's AttachShedder takes it.
+type ShedState interface {
+	Cutoff() int
+}

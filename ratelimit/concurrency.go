@@ -162,36 +162,18 @@ func (c *Concurrency) Acquire(ctx context.Context, key string) (Lease, Result, e
 }
 
 // addKey counts a new key against the cap. At the cap it first drops keys
-// whose leases have all expired: in this shard, then in up to
-// reclaimShards other shards that hold keys and whose locks are free
-// (TryLock: no two shard locks are ever waited for together). Requires
-// sh.mu held.
+// whose leases have all expired: in this shard, then in other shards
+// (reclaimOthers). Requires sh.mu held.
 func (c *Concurrency) addKey(sh *leaseShard, now int64) bool {
 	if c.tryAdd() {
 		c.sweep(sh, now, 2) // keep abandoned keys from piling up
 		return true
 	}
-	if c.sweep(sh, now, reclaimBudget) > 0 && c.tryAdd() {
-		return true
-	}
-	tried := 0
-	for range numShards {
-		if tried == reclaimShards {
-			break
-		}
-		o := &c.shards[c.next.Add(1)%numShards]
-		if o == sh || o.held.Load() == 0 || !o.mu.TryLock() {
-			continue
-		}
-		tried++
-		freed := c.sweep(o, now, reclaimBudget)
-		o.mu.Unlock()
-		if freed > 0 && c.tryAdd() {
-			return true
-		}
-	}
-	return false
+	sweep := func(o *leaseShard) int { return c.sweep(o, now, reclaimBudget) }
+	return sweep(sh) > 0 && c.tryAdd() || reclaimOthers(sh, &c.shards, &c.next, sweep, c.tryAdd)
 }
+
+func (sh *leaseShard) lockAndHeld() (*sync.Mutex, *atomic.Int32) { return &sh.mu, &sh.held }
 
 func (c *Concurrency) tryAdd() bool {
 	if c.keys.Add(1) <= c.maxKeys {

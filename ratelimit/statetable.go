@@ -395,31 +395,14 @@ func (t *stateTable) insert(sh *stateShard, key string, pr *probe, v State, now 
 }
 
 // reclaim makes room for one key at the store's cap by dropping fresh keys,
-// second chance or not: in sh first, then in up to reclaimShards other
-// shards that hold keys and whose locks are free, taken in turn. It reports
-// whether the key was counted. Requires sh.mu held.
+// second chance or not: in sh first, then in other shards (reclaimOthers).
+// It reports whether the key was counted. Requires sh.mu held.
 func (t *stateTable) reclaim(sh *stateShard, now int64) bool {
-	if t.sweep(sh, now, reclaimBudget, false) > 0 && t.store.addKey() {
-		return true
-	}
-	tried := 0
-	for range numShards {
-		if tried == reclaimShards {
-			break
-		}
-		o := &t.s[t.next.Add(1)%numShards]
-		if o == sh || o.held.Load() == 0 || !o.mu.TryLock() {
-			continue
-		}
-		tried++
-		freed := t.sweep(o, now, reclaimBudget, false)
-		o.mu.Unlock()
-		if freed > 0 && t.store.addKey() {
-			return true
-		}
-	}
-	return false
+	sweep := func(o *stateShard) int { return t.sweep(o, now, reclaimBudget, false) }
+	return sweep(sh) > 0 && t.store.addKey() || reclaimOthers(sh, &t.s, &t.next, sweep, t.store.addKey)
 }
+
+func (sh *stateShard) lockAndHeld() (*sync.Mutex, *atomic.Int32) { return &sh.mu, &sh.held }
 
 // remove deletes slot i by backward shifting, so that probing never needs
 // tombstones; the homes come from the slots' hash bits. Requires sh.mu

@@ -147,26 +147,44 @@ func (t *shards[V]) insert(sh *shard[V], key string, h uint64, v V, now int64) (
 }
 
 // reclaim makes room for one key at the store's cap by dropping fresh keys,
-// second chance or not: in sh first, then in up to reclaimShards other
-// shards that hold keys and whose locks are free, taken in turn. It reports
-// whether the key was counted. Requires sh.mu held.
+// second chance or not: in sh first, then in other shards (reclaimOthers).
+// It reports whether the key was counted. Requires sh.mu held.
 func (t *shards[V]) reclaim(sh *shard[V], now int64) bool {
-	if t.sweep(sh, now, reclaimBudget, false) > 0 && t.store.addKey() {
-		return true
-	}
+	sweep := func(o *shard[V]) int { return t.sweep(o, now, reclaimBudget, false) }
+	return sweep(sh) > 0 && t.store.addKey() || reclaimOthers(sh, &t.s, &t.next, sweep, t.store.addKey)
+}
+
+// lockable is a shard as reclaimOthers sees it: its lock, and the number of
+// keys it holds, readable without the lock.
+type lockable[S any] interface {
+	*S
+	lockAndHeld() (*sync.Mutex, *atomic.Int32)
+}
+
+func (sh *shard[V]) lockAndHeld() (*sync.Mutex, *atomic.Int32) { return &sh.mu, &sh.held }
+
+// reclaimOthers makes room for one key at a key cap after a sweep of the
+// caller's own shard sh found none: it sweeps up to reclaimShards other
+// shards of all, taken in turn from next, that hold keys and whose locks are
+// free, until a sweep frees a key and add counts the new one. It reports
+// whether add succeeded. sh's lock is held by the caller; another shard's
+// lock is only ever tried (TryLock), never waited for, so no two shard locks
+// are waited for together and no order of them can deadlock.
+func reclaimOthers[S any, P lockable[S]](sh P, all *[numShards]S, next *atomic.Uint32, sweep func(P) int, add func() bool) bool {
 	tried := 0
 	for range numShards {
 		if tried == reclaimShards {
 			break
 		}
-		o := &t.s[t.next.Add(1)%numShards]
-		if o == sh || o.held.Load() == 0 || !o.mu.TryLock() {
+		o := P(&all[next.Add(1)%numShards])
+		mu, held := o.lockAndHeld()
+		if o == sh || held.Load() == 0 || !mu.TryLock() {
 			continue
 		}
 		tried++
-		freed := t.sweep(o, now, reclaimBudget, false)
-		o.mu.Unlock()
-		if freed > 0 && t.store.addKey() {
+		freed := sweep(o)
+		mu.Unlock()
+		if freed > 0 && add() {
 			return true
 		}
 	}

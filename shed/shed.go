@@ -276,6 +276,9 @@ func mix(x uint64) uint64 {
 	return x ^ x>>31
 }
 
+// An exporter reads the cutoff through metrics.ShedState.
+var _ metrics.ShedState = (*Shedder)(nil)
+
 // Cutoff returns the current cutoff level: requests at or above it are shed.
 // Levels() means nothing is shed.
 func (s *Shedder) Cutoff() int { return int(s.cutoff.Load()) }
@@ -300,7 +303,7 @@ func (s *Shedder) TryAcquire(p Priority, user uint64) (adaptive.Token, Decision)
 	s.arrived[lvl].Add(1)
 	if int64(lvl) >= s.cutoff.Load() {
 		s.refusedCritical(p)
-		return s.refuse(p, metrics.ShedRefused)
+		return s.refuse(p, shedByPriority)
 	}
 	if s.reserve > 0 {
 		if bit := uint32(1) << p; s.seen.Load()&bit == 0 {
@@ -309,14 +312,14 @@ func (s *Shedder) TryAcquire(p Priority, user uint64) (adaptive.Token, Decision)
 	}
 	if s.reserve > 0 && p >= Critical && s.reserved(p) {
 		s.refusedCritical(p)
-		return s.refuse(p, metrics.ShedRefused)
+		return s.refuse(p, shedByPriority)
 	}
 	s.tried.Add(1)
 	tok, ok := s.gate.TryAcquire()
 	if !ok {
 		s.refused.Add(1)
 		s.refusedCritical(p)
-		return s.refuse(p, metrics.ShedGateFull)
+		return s.refuse(p, gateFull)
 	}
 	if s.reserve > 0 {
 		s.admitted[p].Add(1)
@@ -391,13 +394,32 @@ func (s *Shedder) refusedCritical(p Priority) {
 // topShare is the part of the reserve kept for CriticalPlus alone.
 const topShare = 0.05
 
-// refuse reports a refusal of a request of priority p (at most Sheddable)
-// and returns its decision: shed for its level, or refused by a full gate.
-func (s *Shedder) refuse(p Priority, d metrics.ShedDecision) (adaptive.Token, Decision) {
-	if s.obs != nil {
-		s.obs.ShedDecision(d, priorityNames[p])
+// refusal is why the shedder refused a request, in its own words: shed by
+// priority (Decision.Shed: its level is at or above the cutoff, or it asked
+// for capacity held in reserve for more critical work), or let through to a
+// gate that was full. An observer sees it as a metrics.ShedDecision.
+type refusal uint8
+
+const (
+	shedByPriority refusal = iota
+	gateFull
+)
+
+// label is the refusal as the observer's label.
+func (r refusal) label() metrics.ShedDecision {
+	if r == shedByPriority {
+		return metrics.ShedRefused
 	}
-	return adaptive.Token{}, Decision{Shed: d == metrics.ShedRefused, RetryAfter: s.retryAfter()}
+	return metrics.ShedGateFull
+}
+
+// refuse reports a refusal of a request of priority p (at most Sheddable)
+// and returns its decision.
+func (s *Shedder) refuse(p Priority, r refusal) (adaptive.Token, Decision) {
+	if s.obs != nil {
+		s.obs.ShedDecision(r.label(), priorityNames[p])
+	}
+	return adaptive.Token{}, Decision{Shed: r == shedByPriority, RetryAfter: s.retryAfter()}
 }
 
 // retryAfter is the hint given with a refusal: the time the cutoff needs to

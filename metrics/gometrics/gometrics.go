@@ -65,15 +65,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	gm "github.com/rcrowley/go-metrics"
 
-	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/metrics/internal/attach"
 	"github.com/sluicehq/sluice/metrics/internal/memo"
-	"github.com/sluicehq/sluice/shed"
 )
 
 // Option configures New.
@@ -104,8 +102,8 @@ type Metrics struct {
 	reg    gm.Registry
 	prefix string
 
-	gate    atomic.Pointer[adaptive.Limiter]
-	shedder atomic.Pointer[shed.Shedder]
+	gate    attach.Slot[metrics.GateState]
+	shedder attach.Slot[metrics.ShedState]
 
 	rtt      gm.Histogram
 	release  [metrics.GateReleases]gm.Counter
@@ -159,11 +157,11 @@ func New(reg gm.Registry, opts ...Option) (*Metrics, error) {
 		name   string
 		metric any
 	}{
-		{"sluice.gate.limit", gm.NewFunctionalGauge(func() int64 { return m.gateRead((*adaptive.Limiter).Limit) })},
-		{"sluice.gate.in_flight", gm.NewFunctionalGauge(func() int64 { return m.gateRead((*adaptive.Limiter).InFlight) })},
-		{"sluice.gate.queue_length", gm.NewFunctionalGauge(func() int64 { return m.gateRead((*adaptive.Limiter).Queued) })},
+		{"sluice.gate.limit", gm.NewFunctionalGauge(func() int64 { return m.gateRead(metrics.GateState.Limit) })},
+		{"sluice.gate.in_flight", gm.NewFunctionalGauge(func() int64 { return m.gateRead(metrics.GateState.InFlight) })},
+		{"sluice.gate.queue_length", gm.NewFunctionalGauge(func() int64 { return m.gateRead(metrics.GateState.Queued) })},
 		{"sluice.shed.cutoff_level", gm.NewFunctionalGauge(func() int64 {
-			if s := m.shedder.Load(); s != nil {
+			if s, ok := m.shedder.Load(); ok {
 				return int64(s.Cutoff())
 			}
 			return 0
@@ -276,8 +274,8 @@ func (m *Metrics) histogram(base string, labels ...string) gm.Histogram {
 	return h
 }
 
-func (m *Metrics) gateRead(f func(*adaptive.Limiter) int) int64 {
-	if g := m.gate.Load(); g != nil {
+func (m *Metrics) gateRead(f func(metrics.GateState) int) int64 {
+	if g, ok := m.gate.Load(); ok {
 		return int64(f(g))
 	}
 	return 0
@@ -287,11 +285,14 @@ func (m *Metrics) gateRead(f func(*adaptive.Limiter) int) int64 {
 // sluice.gate.queue_length read g whenever they are read; nil detaches it
 // and they read 0. Attach the gate whose observer is m, so the gauges and
 // counters describe one gate.
-func (m *Metrics) AttachGate(g *adaptive.Limiter) { m.gate.Store(g) }
+// g is an *adaptive.Limiter, or anything else that implements
+// metrics.GateState.
+func (m *Metrics) AttachGate(g metrics.GateState) { m.gate.Store(g) }
 
 // AttachShedder makes the gauge sluice.shed.cutoff_level read s whenever it
 // is read; nil detaches it and it reads 0.
-func (m *Metrics) AttachShedder(s *shed.Shedder) { m.shedder.Store(s) }
+// s is a *shed.Shedder, or anything else that implements metrics.ShedState.
+func (m *Metrics) AttachShedder(s metrics.ShedState) { m.shedder.Store(s) }
 
 // GateDecision counts an acquisition in
 // sluice.gate.decisions.<partition>.<outcome>.

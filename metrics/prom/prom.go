@@ -61,15 +61,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/metrics/internal/attach"
 	"github.com/sluicehq/sluice/metrics/internal/memo"
-	"github.com/sluicehq/sluice/shed"
 )
 
 // DefaultRTTBuckets are the upper bounds, in seconds, of the
@@ -111,8 +109,8 @@ func WithRTTBuckets(b []float64) Option {
 // metrics.ShedObserver; its methods are safe for concurrent use and, for
 // label values seen before, allocate nothing. Build it with New.
 type Metrics struct {
-	gate    atomic.Pointer[adaptive.Limiter]
-	shedder atomic.Pointer[shed.Shedder]
+	gate    attach.Slot[metrics.GateState]
+	shedder attach.Slot[metrics.ShedState]
 
 	limit, inFlight, queued, cutoff *prometheus.Desc
 
@@ -272,12 +270,15 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 // sluice_gate_queue_length read g at every scrape. Until a gate is
 // attached (and after AttachGate(nil)) they are not exported. Attach the
 // gate whose observer is m, so the gauges and counters describe one gate.
-func (m *Metrics) AttachGate(g *adaptive.Limiter) { m.gate.Store(g) }
+// g is an *adaptive.Limiter, or anything else that implements
+// metrics.GateState.
+func (m *Metrics) AttachGate(g metrics.GateState) { m.gate.Store(g) }
 
 // AttachShedder makes the gauge sluice_shed_cutoff_level read s at every
 // scrape. Until a shedder is attached (and after AttachShedder(nil)) it is
 // not exported.
-func (m *Metrics) AttachShedder(s *shed.Shedder) { m.shedder.Store(s) }
+// s is a *shed.Shedder, or anything else that implements metrics.ShedState.
+func (m *Metrics) AttachShedder(s metrics.ShedState) { m.shedder.Store(s) }
 
 // GateDecision counts an acquisition in sluice_gate_decisions_total.
 func (m *Metrics) GateDecision(d metrics.GateDecision, partition string, _ time.Duration) {
@@ -387,12 +388,12 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 // gate and shedder, each read once.
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	m := c.m
-	if g := m.gate.Load(); g != nil {
+	if g, ok := m.gate.Load(); ok {
 		ch <- prometheus.MustNewConstMetric(m.limit, prometheus.GaugeValue, float64(g.Limit()))
 		ch <- prometheus.MustNewConstMetric(m.inFlight, prometheus.GaugeValue, float64(g.InFlight()))
 		ch <- prometheus.MustNewConstMetric(m.queued, prometheus.GaugeValue, float64(g.Queued()))
 	}
-	if s := m.shedder.Load(); s != nil {
+	if s, ok := m.shedder.Load(); ok {
 		ch <- prometheus.MustNewConstMetric(m.cutoff, prometheus.GaugeValue, float64(s.Cutoff()))
 	}
 	for _, v := range c.vectors() {

@@ -70,76 +70,88 @@ func classifyGRPC(err error) outcome {
 	return failed
 }
 
+// collector gathers the samples of many goroutines.
+type collector struct {
+	mu  sync.Mutex
+	out []sample
+}
+
+// add appends samples, safe for concurrent use.
+func (c *collector) add(s ...sample) {
+	c.mu.Lock()
+	c.out = append(c.out, s...)
+	c.mu.Unlock()
+}
+
+// withConns dials the load's l.conns connections (at least one), runs f on
+// them, closes them and returns f's samples.
+func (l grpcLoad) withConns(f func(cc []*grpc.ClientConn) []sample) ([]sample, error) {
+	cc, err := l.dial(max(l.conns, 1))
+	if err != nil {
+		return nil, err
+	}
+	defer closeAll(cc)
+	return f(cc), nil
+}
+
 // attack is the open-loop load: one goroutine per call, started at the
 // profile's pace whether or not earlier calls have been answered, the calls
 // spread round-robin over l.conns connections. It returns once every call
 // has ended.
 func (l grpcLoad) attack(p profile) ([]sample, error) {
-	cc, err := l.dial(max(l.conns, 1))
-	if err != nil {
-		return nil, err
-	}
-	defer closeAll(cc)
-	var (
-		mu  sync.Mutex
-		out []sample
-		wg  sync.WaitGroup
-	)
-	start := time.Now()
-	for hits := uint64(0); ; hits++ {
-		wait, stop := p.Pace(time.Since(start), hits)
-		if stop {
-			break
+	return l.withConns(func(cc []*grpc.ClientConn) []sample {
+		var (
+			col collector
+			wg  sync.WaitGroup
+		)
+		start := time.Now()
+		for hits := uint64(0); ; hits++ {
+			wait, stop := p.Pace(time.Since(start), hits)
+			if stop {
+				break
+			}
+			if wait > 0 {
+				time.Sleep(wait)
+			}
+			at := time.Since(start)
+			c := cc[hits%uint64(len(cc))]
+			wg.Go(func() {
+				lat, o := l.call(c)
+				col.add(sample{at: at, lat: lat, out: o})
+			})
 		}
-		if wait > 0 {
-			time.Sleep(wait)
-		}
-		at := time.Since(start)
-		c := cc[hits%uint64(len(cc))]
-		wg.Go(func() {
-			lat, o := l.call(c)
-			mu.Lock()
-			out = append(out, sample{at: at, lat: lat, out: o})
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	return out, nil
+		wg.Wait()
+		return col.out
+	})
 }
 
 // closedLoop runs workers callers, each making its next call as soon as
 // the previous one ends, for du; it measures capacity.
 func (l grpcLoad) closedLoop(workers int, du time.Duration) ([]sample, error) {
-	cc, err := l.dial(max(l.conns, 1))
-	if err != nil {
-		return nil, err
-	}
-	defer closeAll(cc)
-	var (
-		mu   sync.Mutex
-		out  []sample
-		wg   sync.WaitGroup
-		stop atomic.Bool
-	)
-	start := time.Now()
-	for i := range workers {
-		c := cc[i%len(cc)]
-		wg.Go(func() {
-			var mine []sample
-			for !stop.Load() {
-				at := time.Since(start)
-				lat, o := l.call(c)
-				mine = append(mine, sample{at: at, lat: lat, out: o})
-			}
-			mu.Lock()
-			out = append(out, mine...)
-			mu.Unlock()
-		})
-	}
-	time.Sleep(du)
-	stop.Store(true)
-	wg.Wait()
-	return out, nil
+	return l.withConns(func(cc []*grpc.ClientConn) []sample {
+		var (
+			col  collector
+			wg   sync.WaitGroup
+			stop atomic.Bool
+		)
+		start := time.Now()
+		for i := range workers {
+			c := cc[i%len(cc)]
+			wg.Go(func() {
+				var mine []sample
+				for !stop.Load() {
+					at := time.Since(start)
+					lat, o := l.call(c)
+					mine = append(mine, sample{at: at, lat: lat, out: o})
+				}
+				col.add(mine...)
+			})
+		}
+		time.Sleep(du)
+		stop.Store(true)
+		wg.Wait()
+		return col.out
+	})
 }
 
 // lone makes n calls one at a time on a fresh connection.

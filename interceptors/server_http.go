@@ -64,8 +64,8 @@ type HTTPQuota struct {
 // for options that are invalid or do not apply (it takes WithRetryJitter,
 // WithJitterSource, WithStoreErrorRetry, WithFailOpen, WithLegacyHeaders
 // and WithClock).
-func RateLimitMiddleware(quotas []HTTPQuota, opts ...ServerOption) (func(http.Handler) http.Handler, error) {
-	cfg, err := srvBuild(srvHTTP|srvRate, "RateLimitMiddleware", opts)
+func RateLimitMiddleware(quotas []HTTPQuota, opts ...RateLimitMiddlewareOption) (func(http.Handler) http.Handler, error) {
+	cfg, err := srvBuild(srvHTTP|srvRate, "RateLimitMiddleware", srvOptions(opts, RateLimitMiddlewareOption.httpRate))
 	if err != nil {
 		return nil, err
 	}
@@ -177,8 +177,8 @@ func srvKeyErrorDetail(err error) string {
 // It returns an error for a nil gate and for options that are invalid or do
 // not apply (it takes WithRetryJitter, WithJitterSource, WithOverloadRetry and
 // WithHTTPClassifier).
-func GateMiddleware(gate *adaptive.Limiter, opts ...ServerOption) (func(http.Handler) http.Handler, error) {
-	cfg, err := srvBuild(srvHTTP|srvGate, "GateMiddleware", opts)
+func GateMiddleware(gate *adaptive.Limiter, opts ...GateMiddlewareOption) (func(http.Handler) http.Handler, error) {
+	cfg, err := srvBuild(srvHTTP|srvGate, "GateMiddleware", srvOptions(opts, GateMiddlewareOption.httpGate))
 	if err != nil {
 		return nil, err
 	}
@@ -215,8 +215,8 @@ func GateMiddleware(gate *adaptive.Limiter, opts ...ServerOption) (func(http.Han
 // It returns an error for a nil shedder and for options that are invalid or
 // do not apply (it takes WithRetryJitter, WithJitterSource,
 // WithOverloadRetry, WithHTTPClassifier, WithHTTPPriority and WithHTTPUser).
-func ShedMiddleware(s *shed.Shedder, opts ...ServerOption) (func(http.Handler) http.Handler, error) {
-	cfg, err := srvBuild(srvHTTP|srvShedder, "ShedMiddleware", opts)
+func ShedMiddleware(s *shed.Shedder, opts ...ShedMiddlewareOption) (func(http.Handler) http.Handler, error) {
+	cfg, err := srvBuild(srvHTTP|srvShedder, "ShedMiddleware", srvOptions(opts, ShedMiddlewareOption.httpShed))
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,8 @@
 // Package observertest holds the checks every metrics adapter (metrics/prom,
 // metrics/gometrics) runs against itself: one round of every kind of event,
 // and that observing allocates nothing, alone and through the real guards.
+// It is a test helper, imported by tests only; it lives outside metrics/
+// because it drives the real guards, which the exporters never import.
 package observertest
 
 import (

@@ -526,12 +526,12 @@ func TestGRPCConstructorErrors(t *testing.T) {
 			_, err := RateLimitInterceptors([]GRPCQuota{{"a", lim, MethodKey}, {"a", lim, MethodKey}})
 			return err
 		},
-		"http option": func() error {
-			_, err := RateLimitInterceptors([]GRPCQuota{{"a", lim, MethodKey}}, WithHTTPPriority(HeaderPriority))
+		"http option, converted": func() error {
+			_, err := RateLimitInterceptors([]GRPCQuota{{"a", lim, MethodKey}}, ServerOption(WithHTTPPriority(HeaderPriority)))
 			return err
 		},
-		"gate option": func() error {
-			_, err := RateLimitInterceptors([]GRPCQuota{{"a", lim, MethodKey}}, WithOverloadRetry(time.Second))
+		"gate option, converted": func() error {
+			_, err := RateLimitInterceptors([]GRPCQuota{{"a", lim, MethodKey}}, ServerOption(WithOverloadRetry(time.Second)))
 			return err
 		},
 		"bad retry": func() error {
@@ -585,7 +585,7 @@ func TestGRPCStorePolicies(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var opts []ServerOption
+		var opts []RateLimitInterceptorsOption
 		if tc.failOpen {
 			opts = append(opts, WithFailOpen(true))
 		}

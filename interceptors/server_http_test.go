@@ -532,10 +532,16 @@ func TestHTTPConstructorErrors(t *testing.T) {
 			_, err := RateLimitMiddleware([]HTTPQuota{{strings.Repeat("n", 65), lim, k}})
 			return err
 		},
-		"mixed stores":  func() error { _, err := RateLimitMiddleware([]HTTPQuota{{"a", lim, k}, {"b", other, k}}); return err },
-		"grpc option":   func() error { _, err := RateLimitMiddleware([]HTTPQuota{{"a", lim, k}}, WithGRPCUser(nil)); return err },
-		"nil gate":      func() error { _, err := GateMiddleware(nil); return err },
-		"shed option":   func() error { _, err := GateMiddleware(nil, WithHTTPPriority(HeaderPriority)); return err },
+		"mixed stores": func() error { _, err := RateLimitMiddleware([]HTTPQuota{{"a", lim, k}, {"b", other, k}}); return err },
+		"grpc option": func() error {
+			_, err := RateLimitMiddleware([]HTTPQuota{{"a", lim, k}}, ServerOption(WithGRPCUser(nil)))
+			return err
+		},
+		"nil gate": func() error { _, err := GateMiddleware(nil); return err },
+		"shed option": func() error {
+			_, err := GateMiddleware(nil, ServerOption(WithHTTPPriority(HeaderPriority)))
+			return err
+		},
 		"nil shedder":   func() error { _, err := ShedMiddleware(nil); return err },
 		"nil source":    func() error { _, err := ShedMiddleware(nil, WithJitterSource(nil)); return err },
 		"bad overload":  func() error { _, err := ShedMiddleware(nil, WithOverloadRetry(-time.Second)); return err },
@@ -678,7 +684,7 @@ func TestHTTPStorePolicies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var opts []ServerOption
+			var opts []RateLimitMiddlewareOption
 			if tc.failOpen {
 				opts = append(opts, WithFailOpen(true))
 			}

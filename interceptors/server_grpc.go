@@ -127,8 +127,8 @@ func srvRefuseGRPC(ctx context.Context, ss grpc.ServerStream, code codes.Code, m
 // limiters cannot be tiered, and for options that are invalid or do not
 // apply (it takes WithRetryJitter, WithJitterSource, WithStoreErrorRetry and
 // WithFailOpen).
-func RateLimitInterceptors(quotas []GRPCQuota, opts ...ServerOption) (GRPCInterceptors, error) {
-	cfg, err := srvBuild(srvGRPC|srvRate, "RateLimitInterceptors", opts)
+func RateLimitInterceptors(quotas []GRPCQuota, opts ...RateLimitInterceptorsOption) (GRPCInterceptors, error) {
+	cfg, err := srvBuild(srvGRPC|srvRate, "RateLimitInterceptors", srvOptions(opts, RateLimitInterceptorsOption.grpcRate))
 	if err != nil {
 		return GRPCInterceptors{}, err
 	}
@@ -204,8 +204,8 @@ func srvKeyErrorMessage(err error) string {
 // It returns an error for a nil gate and for options that are invalid or do
 // not apply (it takes WithRetryJitter, WithJitterSource, WithOverloadRetry and
 // WithGRPCClassifier).
-func GateInterceptors(gate *adaptive.Limiter, opts ...ServerOption) (GRPCInterceptors, error) {
-	cfg, err := srvBuild(srvGRPC|srvGate, "GateInterceptors", opts)
+func GateInterceptors(gate *adaptive.Limiter, opts ...GateInterceptorsOption) (GRPCInterceptors, error) {
+	cfg, err := srvBuild(srvGRPC|srvGate, "GateInterceptors", srvOptions(opts, GateInterceptorsOption.grpcGate))
 	if err != nil {
 		return GRPCInterceptors{}, err
 	}
@@ -238,8 +238,8 @@ func GateInterceptors(gate *adaptive.Limiter, opts ...ServerOption) (GRPCInterce
 // It returns an error for a nil shedder and for options that are invalid or
 // do not apply (it takes WithRetryJitter, WithJitterSource,
 // WithOverloadRetry, WithGRPCClassifier, WithGRPCPriority and WithGRPCUser).
-func ShedInterceptors(s *shed.Shedder, opts ...ServerOption) (GRPCInterceptors, error) {
-	cfg, err := srvBuild(srvGRPC|srvShedder, "ShedInterceptors", opts)
+func ShedInterceptors(s *shed.Shedder, opts ...ShedInterceptorsOption) (GRPCInterceptors, error) {
+	cfg, err := srvBuild(srvGRPC|srvShedder, "ShedInterceptors", srvOptions(opts, ShedInterceptorsOption.grpcShed))
 	if err != nil {
 		return GRPCInterceptors{}, err
 	}

@@ -79,8 +79,8 @@ func TestLegacyHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := RateLimitInterceptors([]GRPCQuota{{Name: "q", Limiter: perIP, Key: mdKey}}, WithLegacyHeaders(true)); err == nil {
-		t.Error("the gRPC interceptors accepted WithLegacyHeaders, an HTTP option")
+	if _, err := RateLimitInterceptors([]GRPCQuota{{Name: "q", Limiter: perIP, Key: mdKey}}, ServerOption(WithLegacyHeaders(true))); err == nil {
+		t.Error("the gRPC interceptors accepted WithLegacyHeaders, an HTTP option, converted to a ServerOption")
 	}
 }
 

@@ -192,7 +192,7 @@ func TestRedisDownIssueRepro(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var mwOpts []ServerOption
+			var mwOpts []RateLimitMiddlewareOption
 			if tc.mwOpen {
 				mwOpts = append(mwOpts, WithFailOpen(true))
 			}
