@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -148,7 +149,7 @@ type engine struct {
 
 	// retries
 	budget   float64
-	throttle *shed.Throttle // clients' adaptive throttling; nil: none
+	throttle *retry.Throttle[shed.Priority] // clients' adaptive throttling; nil: none
 
 	free []*request
 	m    metricsAcc
@@ -191,7 +192,7 @@ func Run(sc Scenario, spec PolicySpec, seed uint64) (*Result, error) {
 	e.floor = floorOf(pol)
 	e.fluid = newFluidBound(&s, e.srv.pauses)
 	if k := s.Retry.Throttle; k > 0 {
-		if e.throttle, err = shed.NewThrottle(shed.WithThrottleClock(e.clk), shed.WithThrottleK(k), shed.WithThrottleSeed(seed)); err != nil {
+		if e.throttle, err = retry.NewThrottle[shed.Priority](retry.WithThrottleClock(e.clk), retry.WithThrottleK(k), retry.WithThrottleSeed(seed)); err != nil {
 			return nil, err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -117,7 +118,7 @@ type rtRun struct {
 	needDeadline bool // the client's deadline is an event (retries or honoured deadlines)
 	rejectWork   float64
 	pol          Policy
-	throttle     *shed.Throttle // clients' adaptive throttling; nil: none
+	throttle     *retry.Throttle[shed.Priority] // clients' adaptive throttling; nil: none
 	srv          *rtServer
 	wg           sync.WaitGroup // the arrival goroutine and the attempts
 
@@ -176,7 +177,7 @@ func runRealtime(sc Scenario, spec PolicySpec, seed uint64, scale float64) (*Res
 	// on an engine that does nothing else.
 	if k := s.Retry.Throttle; k > 0 {
 		// As Run's, on the clock the policy reads (wall time).
-		if rt.throttle, err = shed.NewThrottle(shed.WithThrottleClock(clock.System()), shed.WithThrottleK(k), shed.WithThrottleSeed(seed)); err != nil {
+		if rt.throttle, err = retry.NewThrottle[shed.Priority](retry.WithThrottleClock(clock.System()), retry.WithThrottleK(k), retry.WithThrottleSeed(seed)); err != nil {
 			return nil, rtStats{}, err
 		}
 	}
