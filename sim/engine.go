@@ -99,10 +99,9 @@ const (
 type request struct {
 	prio     int
 	user     int
-	job      *rtJob // RunRealtime's job for this request; nil in Run
-	attempt  int    // 0 for the first
-	first    int64  // arrival of the first attempt
-	start    int64  // arrival of this attempt
+	attempt  int   // 0 for the first
+	first    int64 // arrival of the first attempt
+	start    int64 // arrival of this attempt
 	work     float64
 	wait     int64
 	finishV  float64

@@ -184,7 +184,7 @@ func runRealtime(sc Scenario, spec PolicySpec, seed uint64, scale float64) (*Res
 	gen := &engine{sc: s, end: rt.end, capacity: capacity}
 	gen.initArrivals(seed)
 	rt.srv = &rtServer{rt: rt, in: make(chan *rtJob, 1024), done: make(chan struct{}),
-		model: ps{cores: float64(s.Server.Cores), kappa: s.Server.Contention}}
+		model: ps{cores: float64(s.Server.Cores), kappa: s.Server.Contention}, jobs: map[*request]*rtJob{}}
 
 	rt.t0 = time.Now()
 	go rt.srv.run()
@@ -504,6 +504,7 @@ type rtServer struct {
 
 	// Owned by the server goroutine.
 	model ps
+	jobs  map[*request]*rtJob // the job of each request in the model's CPU phase
 	dls   rtDeadlines
 	over  bool // the scenario has ended
 }
@@ -543,8 +544,8 @@ func (s *rtServer) run() {
 			if now >= end {
 				s.over = true
 				for _, r := range s.model.cpu {
-					if r.job.reply != nil {
-						close(r.job.reply)
+					if j := s.jobs[r]; j.reply != nil {
+						close(j.reply)
 					}
 				}
 				timer.Stop()
@@ -600,7 +601,10 @@ func (s *rtServer) catchUp(t int64) {
 		}
 		if tc <= td { // a CPU phase ending with a deadline goes first, as in the engine
 			s.model.advance(tc)
-			s.cpuDone(s.model.pop().job)
+			r := s.model.pop()
+			j := s.jobs[r]
+			delete(s.jobs, r)
+			s.cpuDone(j)
 		} else {
 			s.model.advance(td)
 			s.deadline(heap.Pop(&s.dls).(*rtJob))
@@ -610,7 +614,7 @@ func (s *rtServer) catchUp(t int64) {
 }
 
 func (s *rtServer) start(j *rtJob) {
-	j.r.job = j
+	s.jobs[j.r] = j
 	s.model.start(j.r)
 	if j.abortAt != never {
 		heap.Push(&s.dls, j)
@@ -634,6 +638,7 @@ func (s *rtServer) deadline(j *rtJob) {
 		return
 	}
 	done := s.model.abort(j.r)
+	delete(s.jobs, j.r)
 	s.rt.mu.Lock()
 	s.rt.m.work(j.r, done)
 	s.rt.m.wasted += done

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/sim"
+	"github.com/sluicehq/sluice/sim/article"
 )
 
 // runSim is `sluice sim`: every selected scenario under every selected
@@ -66,7 +67,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	scs, pols := allSc, sim.BuiltinPolicies()
-	seedScs := sim.SeedScenarios() // seed-* scenarios: seeds.go
+	seedScs := article.Scenarios() // seed-* scenarios: seeds.go
 	var err error
 	if *explain != "" {
 		if *scenarios != "" {
