@@ -36,6 +36,10 @@
 // discrete-event engine in virtual time, and RunRealtime, which plays them
 // in scaled wall-clock time with real goroutines, for limiters that read
 // the wall clock (its server and jobs are its own; the engine knows nothing
-// of them). The rate-limiting article's replays, which have neither server
-// nor policy, are package sim/article.
+// of them). RunGrid runs scenarios under policies for several seeds in
+// parallel; with the Results, Scenario.Events (the moments a scenario
+// changes), Scenario.Priorities and Scenario.Demand (the first attempts it
+// schedules per priority) are what a report draws, so that `sluice sim`
+// only renders them. The rate-limiting article's replays, which have
+// neither server nor policy, are package sim/article.
 package sim

@@ -51,18 +51,10 @@ func runSeedScenarios(stdout, stderr io.Writer, scs []article.Scenario, seed uin
 		return 0
 	}
 	code := 0
-	all := make([][]*article.Result, len(scs)) // [scenario][seed], nil: error
-	for i, s := range scs {
-		all[i] = make([]*article.Result, seeds)
-		for k := range seeds {
-			r, err := article.Run(s, seed+uint64(k))
-			if err != nil {
-				fmt.Fprintln(stderr, err)
-				code = 1
-				continue
-			}
-			all[i][k] = r
-		}
+	all, errs := article.RunSeeds(scs, seed, seeds) // [scenario][seed], nil: error
+	for _, err := range errs {
+		fmt.Fprintln(stderr, err)
+		code = 1
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)

@@ -6,10 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -104,65 +102,42 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		return runSeedScenarios(stdout, stderr, seedScs, *seed, *seeds, *asJSON, false)
 	}
-	all, allErrs := runGrid(stderr, scs, pols, *seed, *seeds)
-	results, errs := all[0], allErrs[0]
-	// With the default policies, the priority shedders also run on the
-	// scenarios with priorities: there the gates alone cannot meet the
-	// per-priority targets, and the shedder is what a service would use
-	// (on one priority it is the gate alone, figure for figure).
-	var shScs []sim.Scenario
-	var shPols []sim.PolicySpec
-	if *policies == "" {
-		for _, sc := range scs {
-			if len(sc.Classes) > 1 {
-				shScs = append(shScs, sc)
-			}
-		}
-		if len(shScs) > 0 {
-			for _, p := range sim.ExtraPolicies() {
-				if strings.HasPrefix(p.Name, "shed-") {
-					shPols = append(shPols, p)
-				}
-			}
-		}
-	}
-	var shAll [][][]*sim.Result
-	var shErrs [][][]error
-	if len(shScs) > 0 {
-		shAll, shErrs = runGrid(stderr, shScs, shPols, *seed, *seeds)
+	g := runGrid(stderr, scs, pols, *seed, *seeds)
+	var sh *sim.Grid // with the default policies, the priority shedders on the scenarios with priorities
+	if shScs, shPols := sim.PriorityShedders(scs); *policies == "" && len(shScs) > 0 {
+		sh = runGrid(stderr, shScs, shPols, *seed, *seeds)
 	}
 
 	code := 0
 	switch {
 	case *asJSON:
-		for k := range all {
-			code = max(code, printJSON(stdout, stderr, scs, pols, all[k], allErrs[k]))
-			if len(shScs) > 0 {
-				code = max(code, printJSON(stdout, stderr, shScs, shPols, shAll[k], shErrs[k]))
+		for k := range *seeds {
+			code = max(code, printJSON(stdout, stderr, g, k))
+			if sh != nil {
+				code = max(code, printJSON(stdout, stderr, sh, k))
 			}
 		}
 	case *seeds > 1:
-		code = printSeeds(stdout, *seed, scs, pols, all, allErrs)
-		if len(shScs) > 0 {
+		code = printSeeds(stdout, g)
+		if sh != nil {
 			fmt.Fprintln(stdout, "\nThe priority shedders on the scenarios with priorities:")
-			code = max(code, printSeeds(stdout, *seed, shScs, shPols, shAll, shErrs))
+			code = max(code, printSeeds(stdout, sh))
 		}
 	default:
-		res, rerrs := map[[2]string]*sim.Result{}, map[[2]string]error{}
 		var names []string
-		collect := func(scs []sim.Scenario, pols []sim.PolicySpec, results [][]*sim.Result, errs [][]error) {
-			for j, p := range pols {
+		res, rerrs := map[[2]string]*sim.Result{}, map[[2]string]error{}
+		for _, x := range []*sim.Grid{g, sh} {
+			if x == nil {
+				continue
+			}
+			for j, p := range x.Policies {
 				if !slices.Contains(names, p.Name) {
 					names = append(names, p.Name)
 				}
-				for i, s := range scs {
-					res[[2]string{s.Name, p.Name}], rerrs[[2]string{s.Name, p.Name}] = results[i][j], errs[i][j]
+				for i, s := range x.Scenarios {
+					res[[2]string{s.Name, p.Name}], rerrs[[2]string{s.Name, p.Name}] = x.Results[0][i][j], x.Errs[0][i][j]
 				}
 			}
-		}
-		collect(scs, pols, results, errs)
-		if len(shScs) > 0 {
-			collect(shScs, shPols, shAll[0], shErrs[0])
 		}
 		if *explain != "" && len(scs) == 1 {
 			code = printExplain(stdout, scs[0], names, res, rerrs)
@@ -172,20 +147,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 	code = max(code, runSeedScenarios(stdout, stderr, seedScs, *seed, *seeds, *asJSON, true)) // seeds.go
 	if *out != "" {
-		rs := &runSet{args: append([]string{"sim"}, args...), seed: *seed, scs: scs, pols: pols, results: results, errs: errs}
-		if len(shScs) > 0 { // the shedders' runs join the report of their scenarios
-			rs.pols = append(slices.Clone(pols), shPols...)
-			rs.results, rs.errs = make([][]*sim.Result, len(scs)), make([][]error, len(scs))
-			for i, sc := range scs {
-				rs.results[i] = append(slices.Clone(results[i]), make([]*sim.Result, len(shPols))...)
-				rs.errs[i] = append(slices.Clone(errs[i]), make([]error, len(shPols))...)
-				if k := slices.IndexFunc(shScs, func(x sim.Scenario) bool { return x.Name == sc.Name }); k >= 0 {
-					copy(rs.results[i][len(pols):], shAll[0][k])
-					copy(rs.errs[i][len(pols):], shErrs[0][k])
-				}
-			}
-		}
-		if err := writeReport(*out, rs); err != nil {
+		// The shedders' runs join the report of their scenarios.
+		if err := writeReport(*out, append([]string{"sim"}, args...), g.Join(sh)); err != nil {
 			fmt.Fprintln(stderr, "sluice sim:", err)
 			return 1
 		}
@@ -193,55 +156,20 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// runGrid runs every scenario of scs under every policy of pols for seeds
-// seed … seed+seeds−1, in parallel; all[k][i][j] is the result of seed+k,
-// scenario i, policy j. Progress goes to stderr when a run takes longer
-// than a second.
-func runGrid(stderr io.Writer, scs []sim.Scenario, pols []sim.PolicySpec, seed uint64, seeds int) (all [][][]*sim.Result, allErrs [][][]error) {
-	type job struct{ k, i, j int }
-	all = make([][][]*sim.Result, seeds)
-	allErrs = make([][][]error, seeds)
-	for k := range all {
-		all[k] = make([][]*sim.Result, len(scs))
-		allErrs[k] = make([][]error, len(scs))
-		for i := range scs {
-			all[k][i] = make([]*sim.Result, len(pols))
-			allErrs[k][i] = make([]error, len(pols))
-		}
-	}
-	jobs := make(chan job)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	done, total := 0, seeds*len(scs)*len(pols)
+// runGrid is sim.RunGrid with progress on stderr when it is a terminal and
+// the runs take longer than a second.
+func runGrid(stderr io.Writer, scs []sim.Scenario, pols []sim.PolicySpec, seed uint64, seeds int) *sim.Grid {
 	tty := isTerminal(stderr) // progress rewrites one line: only on a terminal, never in a log
 	start := time.Now()
-	for range runtime.GOMAXPROCS(0) {
-		wg.Go(func() {
-			for jb := range jobs {
-				r, err := sim.Run(scs[jb.i], pols[jb.j], seed+uint64(jb.k))
-				mu.Lock()
-				all[jb.k][jb.i][jb.j], allErrs[jb.k][jb.i][jb.j] = r, err
-				done++
-				if el := time.Since(start); tty && el > time.Second {
-					fmt.Fprintf(stderr, "\rsluice sim: %d/%d runs, %.0fs", done, total, el.Seconds())
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	for k := range all {
-		for i := range scs {
-			for j := range pols {
-				jobs <- job{k, i, j}
-			}
+	g := sim.RunGrid(scs, pols, seed, seeds, func(done, total int) {
+		if el := time.Since(start); tty && el > time.Second {
+			fmt.Fprintf(stderr, "\rsluice sim: %d/%d runs, %.0fs", done, total, el.Seconds())
 		}
-	}
-	close(jobs)
-	wg.Wait()
+	})
 	if tty && time.Since(start) > time.Second {
 		fmt.Fprintln(stderr)
 	}
-	return all, allErrs
+	return g
 }
 
 const simUsage = `usage: sluice sim [flags]
@@ -264,17 +192,19 @@ examples:
 flags:
 `
 
-func printJSON(stdout, stderr io.Writer, scs []sim.Scenario, pols []sim.PolicySpec, results [][]*sim.Result, errs [][]error) int {
+// printJSON prints the results of seed g.Seed+k as JSON Lines, one object
+// per scenario × policy, and each error on stderr.
+func printJSON(stdout, stderr io.Writer, g *sim.Grid, k int) int {
 	code := 0
 	enc := json.NewEncoder(stdout)
-	for i := range scs {
-		for j := range pols {
-			if errs[i][j] != nil {
-				fmt.Fprintln(stderr, errs[i][j])
+	for i := range g.Scenarios {
+		for j := range g.Policies {
+			if err := g.Errs[k][i][j]; err != nil {
+				fmt.Fprintln(stderr, err)
 				code = 1
 				continue
 			}
-			if err := enc.Encode(results[i][j]); err != nil {
+			if err := enc.Encode(g.Results[k][i][j]); err != nil {
 				fmt.Fprintln(stderr, err)
 				return 1
 			}
@@ -286,7 +216,8 @@ func printJSON(stdout, stderr io.Writer, scs []sim.Scenario, pols []sim.PolicySp
 // printSeeds prints, per scenario × policy, how many seeds passed every
 // target, and the median and worst of the headline figures across seeds
 // (worst: lowest goodput, highest p99 and rejections).
-func printSeeds(stdout io.Writer, seed uint64, scs []sim.Scenario, pols []sim.PolicySpec, all [][][]*sim.Result, allErrs [][][]error) int {
+func printSeeds(stdout io.Writer, g *sim.Grid) int {
+	seed, scs, pols, all, allErrs := g.Seed, g.Scenarios, g.Policies, g.Results, g.Errs
 	code := 0
 	var tw alignedRows
 	tw.add("scenario", "policy", "passed", "goodput %", "after the change %", "p99 ms", "refused %")

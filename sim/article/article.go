@@ -135,6 +135,26 @@ func Run(sc Scenario, seed uint64) (*Result, error) {
 	return r, nil
 }
 
+// RunSeeds replays every scenario of scs with each of the seeds seed …
+// seed+seeds−1: out[i][k] is scenario i's Result with seed+k, or nil where
+// the replay failed; errs holds the failures, scenario by scenario and seed
+// by seed.
+func RunSeeds(scs []Scenario, seed uint64, seeds int) (out [][]*Result, errs []error) {
+	out = make([][]*Result, len(scs))
+	for i, sc := range scs {
+		out[i] = make([]*Result, seeds)
+		for k := range seeds {
+			r, err := Run(sc, seed+uint64(k))
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			out[i][k] = r
+		}
+	}
+	return out, errs
+}
+
 func joinTarget(a, b string) string {
 	if a == "" {
 		return b
