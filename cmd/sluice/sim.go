@@ -51,17 +51,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if *list {
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SCENARIO\tDESCRIPTION")
-		for _, s := range allSc {
-			fmt.Fprintf(tw, "%s\t%s\n", s.Name, s.Description)
-		}
-		listSeedScenarios(tw) // seed-* scenarios: seeds.go
-		fmt.Fprintln(tw, "\nPOLICY\tDESCRIPTION")
-		for _, p := range allPol {
-			fmt.Fprintf(tw, "%s\t%s\n", p.Name, p.Description)
-		}
-		tw.Flush()
+		printList(stdout, allSc, allPol)
 		return 0
 	}
 	scs, pols := allSc, sim.BuiltinPolicies()
@@ -124,21 +114,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 			code = max(code, printSeeds(stdout, sh))
 		}
 	default:
-		var names []string
-		res, rerrs := map[[2]string]*sim.Result{}, map[[2]string]error{}
-		for _, x := range []*sim.Grid{g, sh} {
-			if x == nil {
-				continue
-			}
-			for j, p := range x.Policies {
-				if !slices.Contains(names, p.Name) {
-					names = append(names, p.Name)
-				}
-				for i, s := range x.Scenarios {
-					res[[2]string{s.Name, p.Name}], rerrs[[2]string{s.Name, p.Name}] = x.Results[0][i][j], x.Errs[0][i][j]
-				}
-			}
-		}
+		names, res, rerrs := byName(g, sh)
 		if *explain != "" && len(scs) == 1 {
 			code = printExplain(stdout, scs[0], names, res, rerrs)
 		} else {
@@ -154,6 +130,43 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return code
+}
+
+// printList is `sluice sim -list`: the scenarios (the seed-* ones
+// included) and the policies, with their descriptions.
+func printList(stdout io.Writer, scs []sim.Scenario, pols []sim.PolicySpec) {
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCENARIO\tDESCRIPTION")
+	for _, s := range scs {
+		fmt.Fprintf(tw, "%s\t%s\n", s.Name, s.Description)
+	}
+	listSeedScenarios(tw) // seed-* scenarios: seeds.go
+	fmt.Fprintln(tw, "\nPOLICY\tDESCRIPTION")
+	for _, p := range pols {
+		fmt.Fprintf(tw, "%s\t%s\n", p.Name, p.Description)
+	}
+	tw.Flush()
+}
+
+// byName indexes the first seed's runs of the grids (nil ones skipped) by
+// scenario and policy name, for the explained tables, and returns the
+// policies' names in the order the grids have them.
+func byName(grids ...*sim.Grid) (names []string, res map[[2]string]*sim.Result, errs map[[2]string]error) {
+	res, errs = map[[2]string]*sim.Result{}, map[[2]string]error{}
+	for _, g := range grids {
+		if g == nil {
+			continue
+		}
+		for j, p := range g.Policies {
+			if !slices.Contains(names, p.Name) {
+				names = append(names, p.Name)
+			}
+			for i, s := range g.Scenarios {
+				res[[2]string{s.Name, p.Name}], errs[[2]string{s.Name, p.Name}] = g.Results[0][i][j], g.Errs[0][i][j]
+			}
+		}
+	}
+	return names, res, errs
 }
 
 // runGrid is sim.RunGrid with progress on stderr when it is a terminal and
