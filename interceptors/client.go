@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -46,11 +47,11 @@ func (e *cliThrottledError) GRPCStatus() *status.Status {
 type ClientOption func(*cliConfig)
 
 type cliConfig struct {
-	throttle    *shed.Throttle
+	throttle    *retry.Throttle[shed.Priority]
 	throttleSet bool
-	budget      *shed.Budget
+	budget      *retry.Budget
 	budgetSet   bool
-	backoff     shed.Backoff
+	backoff     retry.Backoff
 	maxAttempts int
 	maxDelay    time.Duration
 	seed        uint64
@@ -72,31 +73,31 @@ const (
 	cliMaxAttemptsLimit   = 100
 )
 
-// WithClientThrottle sets the adaptive client throttle (shed.Throttle) that
+// WithClientThrottle sets the adaptive client throttle (retry.Throttle) that
 // refuses requests locally once the server refuses most of them. Share one
 // Throttle between the clients of one backend. The default is a
-// shed.NewThrottle with its defaults (seeded by WithClientSeed if given); nil
-// turns local throttling off.
-func WithClientThrottle(t *shed.Throttle) ClientOption {
+// retry.NewThrottle[shed.Priority] with its defaults (seeded by
+// WithClientSeed if given); nil turns local throttling off.
+func WithClientThrottle(t *retry.Throttle[shed.Priority]) ClientOption {
 	return func(c *cliConfig) { c.throttle, c.throttleSet = t, true }
 }
 
-// WithClientBudget sets the retry budget (shed.Budget): a retry is made only if
-// the budget has one. The default is shed.NewBudget(0.1, 10), started full:
+// WithClientBudget sets the retry budget (retry.Budget): a retry is made only if
+// the budget has one. The default is retry.NewBudget(0.1, 10), started full:
 // retries are at most a tenth of requests, plus at most 10 saved up. (A
-// budget from shed.NewBudget starts empty: it earns its first retry after
+// budget from retry.NewBudget starts empty: it earns its first retry after
 // 1/ratio requests.) Share one Budget between the clients of one backend.
 // nil is an error: an unbudgeted retrying client is how a retry storm
 // starts.
-func WithClientBudget(b *shed.Budget) ClientOption {
+func WithClientBudget(b *retry.Budget) ClientOption {
 	return func(c *cliConfig) { c.budget, c.budgetSet = b, true }
 }
 
 // WithClientBackoff sets the backoff between attempts: retry k waits
 // U(0, min(Max, Base·2^(k−1))), and never less than the server's retry time
-// (see shed.Backoff). Default Base 100ms, Max 10s; Base must be positive and
+// (see retry.Backoff). Default Base 100ms, Max 10s; Base must be positive and
 // Max at least Base.
-func WithClientBackoff(b shed.Backoff) ClientOption {
+func WithClientBackoff(b retry.Backoff) ClientOption {
 	return func(c *cliConfig) { c.backoff = b }
 }
 
@@ -145,9 +146,9 @@ func WithClientRetryMethods(methods ...string) ClientOption {
 // cliPolicy is the retry and throttle policy shared by the Transport and the
 // interceptors. Safe for concurrent use.
 type cliPolicy struct {
-	throttle    *shed.Throttle // nil: no local throttling
-	budget      *shed.Budget
-	backoff     shed.Backoff
+	throttle    *retry.Throttle[shed.Priority] // nil: no local throttling
+	budget      *retry.Budget
+	backoff     retry.Backoff
 	maxAttempts int
 	maxDelay    time.Duration
 	wait        func(ctx context.Context, d time.Duration) error
@@ -160,7 +161,7 @@ type cliPolicy struct {
 // what names the constructor in errors, as the server constructors do.
 func newCliPolicy(what string, opts []ClientOption) (*cliPolicy, error) {
 	cfg := cliConfig{
-		backoff:     shed.Backoff{Base: cliDefaultBase, Max: cliDefaultCap},
+		backoff:     retry.Backoff{Base: cliDefaultBase, Max: cliDefaultCap},
 		maxAttempts: cliDefaultMaxAttempts,
 		maxDelay:    cliDefaultMaxDelay,
 		wait:        cliSleep,
@@ -212,14 +213,14 @@ func newCliPolicy(what string, opts []ClientOption) (*cliPolicy, error) {
 		cfg.seed = rand.Uint64()
 	}
 	if !cfg.throttleSet && cfg.clock != nil {
-		t, err := shed.NewThrottle(shed.WithThrottleSeed(cfg.seed^0x7417), shed.WithThrottleClock(cfg.clock))
+		t, err := retry.NewThrottle[shed.Priority](retry.WithThrottleSeed(cfg.seed^0x7417), retry.WithThrottleClock(cfg.clock))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("sluice/interceptors: %s: %w", what, err))
 		}
 		cfg.throttle = t
 	}
 	if !cfg.budgetSet {
-		b, err := shed.NewBudget(cliDefaultRatio, cliDefaultSaved)
+		b, err := retry.NewBudget(cliDefaultRatio, cliDefaultSaved)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("sluice/interceptors: %s: %w", what, err))
 		} else {

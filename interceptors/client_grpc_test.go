@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -198,7 +199,7 @@ func TestClientUnaryDoesNotRetry(t *testing.T) {
 func TestClientUnaryBudget(t *testing.T) {
 	const n, ratio, saved = 100, 0.1, 1
 	h := &cliHealth{refuse: 1 << 30, code: codes.Unavailable, pushback: "10", retryInfo: cliNoInfo}
-	budget, err := shed.NewBudget(ratio, saved)
+	budget, err := retry.NewBudget(ratio, saved)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +220,7 @@ func TestClientUnaryThrottle(t *testing.T) {
 	const n = 200
 	h := &cliHealth{refuse: 1 << 30, code: codes.ResourceExhausted, retryInfo: cliNoInfo}
 	w := newCliWaits()
-	throttle, err := shed.NewThrottle(shed.WithThrottleSeed(3), shed.WithThrottleClock(w.clk))
+	throttle, err := retry.NewThrottle[shed.Priority](retry.WithThrottleSeed(3), retry.WithThrottleClock(w.clk))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +278,7 @@ func TestClientStreamRealServer(t *testing.T) {
 	// metadata.
 	h := &cliHealth{refuse: 10, code: codes.Unavailable, retryInfo: time.Second}
 	w := newCliWaits()
-	throttle, err := shed.NewThrottle(shed.WithThrottleSeed(5), shed.WithThrottleClock(w.clk))
+	throttle, err := retry.NewThrottle[shed.Priority](retry.WithThrottleSeed(5), retry.WithThrottleClock(w.clk))
 	if err != nil {
 		t.Fatal(err)
 	}

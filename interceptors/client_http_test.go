@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -246,7 +247,7 @@ func TestClientTransportBudget(t *testing.T) {
 	// attempts each may make.
 	const n, ratio, saved = 200, 0.1, 2
 	srv := newCliHTTPServer(t, func(int) (int, string) { return http.StatusServiceUnavailable, "1" })
-	budget, err := shed.NewBudget(ratio, saved)
+	budget, err := retry.NewBudget(ratio, saved)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +275,7 @@ func TestClientTransportThrottle(t *testing.T) {
 	const n = 300
 	srv := newCliHTTPServer(t, func(int) (int, string) { return http.StatusTooManyRequests, "" })
 	w := newCliWaits()
-	throttle, err := shed.NewThrottle(shed.WithThrottleSeed(7), shed.WithThrottleClock(w.clk))
+	throttle, err := retry.NewThrottle[shed.Priority](retry.WithThrottleSeed(7), retry.WithThrottleClock(w.clk))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,12 +445,12 @@ func TestClientTransportBackoffReproducible(t *testing.T) {
 	run := func(seed uint64) []time.Duration {
 		srv := newCliHTTPServer(t, func(int) (int, string) { return http.StatusServiceUnavailable, "" })
 		w := newCliWaits()
-		budget, _ := shed.NewBudget(1, 100)
+		budget, _ := retry.NewBudget(1, 100)
 		for range 100 {
 			budget.Request()
 		}
 		c := cliClient(t, nil, w.opts(WithClientSeed(seed), WithClientBudget(budget), WithClientThrottle(nil), WithClientMaxAttempts(8),
-			WithClientBackoff(shed.Backoff{Base: 100 * time.Millisecond, Max: time.Second}))...)
+			WithClientBackoff(retry.Backoff{Base: 100 * time.Millisecond, Max: time.Second}))...)
 		cliGet(t, c, context.Background(), srv.URL)
 		return w.recorded()
 	}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -108,9 +109,9 @@ func TestClientOptionsInvalid(t *testing.T) {
 		want string
 	}{
 		{"nil budget", WithClientBudget(nil), "WithClientBudget(nil)"},
-		{"zero base", WithClientBackoff(shed.Backoff{Max: time.Second}), "WithClientBackoff"},
-		{"negative base", WithClientBackoff(shed.Backoff{Base: -1, Max: time.Second}), "WithClientBackoff"},
-		{"max below base", WithClientBackoff(shed.Backoff{Base: time.Second, Max: time.Millisecond}), "WithClientBackoff"},
+		{"zero base", WithClientBackoff(retry.Backoff{Max: time.Second}), "WithClientBackoff"},
+		{"negative base", WithClientBackoff(retry.Backoff{Base: -1, Max: time.Second}), "WithClientBackoff"},
+		{"max below base", WithClientBackoff(retry.Backoff{Base: time.Second, Max: time.Millisecond}), "WithClientBackoff"},
 		{"zero attempts", WithClientMaxAttempts(0), "WithClientMaxAttempts(0)"},
 		{"too many attempts", WithClientMaxAttempts(101), "WithClientMaxAttempts(101)"},
 		{"zero max delay", WithClientMaxDelay(0), "WithClientMaxDelay(0s)"},
@@ -175,7 +176,7 @@ func TestClientPlan(t *testing.T) {
 	newPol := func(t *testing.T, opts ...ClientOption) *cliPolicy {
 		t.Helper()
 		w := newCliWaits()
-		budget, err := shed.NewBudget(1, 1000)
+		budget, err := retry.NewBudget(1, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +208,7 @@ func TestClientPlan(t *testing.T) {
 		}
 	})
 	t.Run("never immediate, capped, at least the hint", func(t *testing.T) {
-		pol := newPol(t, WithClientBackoff(shed.Backoff{Base: 100 * time.Millisecond, Max: 400 * time.Millisecond}), WithClientMaxAttempts(100))
+		pol := newPol(t, WithClientBackoff(retry.Backoff{Base: 100 * time.Millisecond, Max: 400 * time.Millisecond}), WithClientMaxAttempts(100))
 		for k := 1; k < 50; k++ {
 			d, ok := pol.plan(ctx, k, 0)
 			ceil := min(400*time.Millisecond, 100*time.Millisecond<<min(k-1, 10))

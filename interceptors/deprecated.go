@@ -8,23 +8,24 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/shed"
 )
 
 // ClientThrottle is the former name of WithClientThrottle.
 //
 // Deprecated: use WithClientThrottle; options are named With + the setting (docs/architecture.md).
-func ClientThrottle(t *shed.Throttle) ClientOption { return WithClientThrottle(t) }
+func ClientThrottle(t *retry.Throttle[shed.Priority]) ClientOption { return WithClientThrottle(t) }
 
 // ClientBudget is the former name of WithClientBudget.
 //
 // Deprecated: use WithClientBudget; options are named With + the setting (docs/architecture.md).
-func ClientBudget(b *shed.Budget) ClientOption { return WithClientBudget(b) }
+func ClientBudget(b *retry.Budget) ClientOption { return WithClientBudget(b) }
 
 // ClientBackoff is the former name of WithClientBackoff.
 //
 // Deprecated: use WithClientBackoff; options are named With + the setting (docs/architecture.md).
-func ClientBackoff(b shed.Backoff) ClientOption { return WithClientBackoff(b) }
+func ClientBackoff(b retry.Backoff) ClientOption { return WithClientBackoff(b) }
 
 // ClientMaxAttempts is the former name of WithClientMaxAttempts.
 //

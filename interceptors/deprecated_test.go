@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -25,12 +26,12 @@ func TestDeprecatedOptionNames(t *testing.T) {
 	if _, err := UnaryClientInterceptor(ClientMaxAttempts(0)); err == nil {
 		t.Error("ClientMaxAttempts(0) accepted; WithClientMaxAttempts(0) is refused")
 	}
-	budget, err := shed.NewBudget(0.1, 10)
+	budget, err := retry.NewBudget(0.1, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wait := func(context.Context, time.Duration) error { return nil }
-	if _, err := UnaryClientInterceptor(ClientBackoff(shed.Backoff{Base: time.Millisecond, Max: time.Second}),
+	if _, err := UnaryClientInterceptor(ClientBackoff(retry.Backoff{Base: time.Millisecond, Max: time.Second}),
 		ClientBudget(budget), ClientClock(clock.System()), ClientMaxDelay(time.Second), ClientSeed(1), ClientThrottle(nil),
 		ClientWait(wait), ClientRetryMethods("GET")); err != nil {
 		t.Errorf("old client option names: %v", err)

@@ -39,7 +39,7 @@
 //
 // UnaryClientInterceptor, StreamClientInterceptor and the http.RoundTripper
 // Transport keep a client from turning an overload into a retry storm:
-// adaptive client throttling (shed.Throttle), a retry budget (shed.Budget),
+// adaptive client throttling (retry.Throttle), a retry budget (retry.Budget),
 // capped exponential backoff with full jitter that never retries before the
 // server's retry time (pushback trailer, RetryInfo, Retry-After), and
 // propagation of the priority that WithPriority puts in a context. Client

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/interceptors"
+	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -53,7 +54,7 @@ func ExampleNewTransport() {
 
 	tr, err := interceptors.NewTransport(&http.Transport{},
 		interceptors.WithClientMaxAttempts(3),
-		interceptors.WithClientBackoff(shed.Backoff{Base: 100 * time.Millisecond, Max: 5 * time.Second}),
+		interceptors.WithClientBackoff(retry.Backoff{Base: 100 * time.Millisecond, Max: 5 * time.Second}),
 		interceptors.WithClientWait(cliPrintWait))
 	if err != nil {
 		fmt.Println(err)
@@ -90,7 +91,7 @@ func (a *cliAlways503) RoundTrip(r *http.Request) (*http.Response, error) {
 func ExampleErrClientThrottled() {
 	// Once the server refuses most requests, the client throttle refuses
 	// most of them locally, without sending them.
-	throttle, err := shed.NewThrottle(shed.WithThrottleSeed(1))
+	throttle, err := retry.NewThrottle[shed.Priority](retry.WithThrottleSeed(1))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -203,11 +204,11 @@ func ExampleUnaryClientInterceptor() {
 
 	// One budget and one throttle for everything this client sends to the
 	// backend.
-	budget, err := shed.NewBudget(0.1, 10)
+	budget, err := retry.NewBudget(0.1, 10)
 	if err != nil {
 		panic(err)
 	}
-	throttle, err := shed.NewThrottle()
+	throttle, err := retry.NewThrottle[shed.Priority]()
 	if err != nil {
 		panic(err)
 	}

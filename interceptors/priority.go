@@ -31,7 +31,8 @@ type priorityKey struct{}
 // interceptors in the PriorityMetadataKey metadata entry, so the server's
 // shedder can drop the least important work first; the client throttle also
 // keeps its accounts per priority. A priority beyond shed.Sheddable is stored
-// as shed.Sheddable, the least important, as shed.Throttle treats it.
+// as shed.Sheddable, the least important, as retry.Throttle's default
+// accounts treat it.
 // WithPriority is a context helper of the client half, not a ServerOption;
 // the server reads priorities with MetadataPriority and HeaderPriority, or
 // WithGRPCPriority and WithHTTPPriority.

@@ -324,81 +324,6 @@ func TestValidation(t *testing.T) {
 	}
 }
 
-func TestThrottle(t *testing.T) {
-	c := clock.NewManual(t0)
-	th, err := NewThrottle(WithThrottleClock(c), WithThrottleK(2), WithThrottleSeed(1), WithThrottleWindow(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The server accepts everything: never refuse locally.
-	for range 1000 {
-		if !th.Allow(Critical) {
-			t.Fatal("refused locally while the server accepts everything")
-		}
-		th.Accepted(Critical)
-	}
-	// 1000 requests a second against a server that accepts 100 a second:
-	// p → (req − 2·acc)/(req + 1) ≈ (1000 − 200)/1001.
-	var last time.Duration = -time.Second
-	for i := range 3000 {
-		now := time.Duration(i) * time.Millisecond
-		c.Advance(time.Millisecond)
-		if th.Allow(Sheddable) && now-last >= 10*time.Millisecond {
-			th.Accepted(Sheddable)
-			last = now
-		}
-	}
-	if p := th.RejectProbability(Sheddable); p < 0.7 || p > 0.9 {
-		t.Fatalf("reject probability %v at ten times the accepted rate, want about 0.8", p)
-	}
-	if p := th.RejectProbability(CriticalPlus); p != 0 {
-		t.Fatalf("another priority affected: %v", p)
-	}
-	// A quiet window later the history has gone.
-	c.Advance(2 * time.Second)
-	if p := th.RejectProbability(Sheddable); p != 0 {
-		t.Fatalf("reject probability %v after the window passed", p)
-	}
-	if _, err := NewThrottle(WithThrottleK(0.5)); err == nil {
-		t.Fatal("K below 1 accepted")
-	}
-}
-
-func TestBudgetAndBackoff(t *testing.T) {
-	b, err := NewBudget(0.1, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.TryRetry() {
-		t.Fatal("retry with an empty budget")
-	}
-	retries := 0
-	for range 1000 {
-		b.Request()
-		if b.TryRetry() {
-			retries++
-		}
-	}
-	if retries < 99 || retries > 100 {
-		t.Fatalf("%d retries for 1000 requests at 10%%", retries)
-	}
-	if _, err := NewBudget(0, 1); err == nil {
-		t.Fatal("ratio 0 accepted")
-	}
-	bo := Backoff{Base: 10 * time.Millisecond, Max: 100 * time.Millisecond}
-	for k, want := range map[int]time.Duration{1: 10 * time.Millisecond, 2: 20 * time.Millisecond, 4: 80 * time.Millisecond, 9: 100 * time.Millisecond} {
-		if got := bo.Delay(k, 0, 0.999999); got > want || got < want*99/100 {
-			t.Errorf("attempt %d: ceiling %v, want %v", k, got, want)
-		}
-	}
-	if got := bo.Delay(1, 0, 0); got <= 0 {
-		t.Fatal("an immediate retry")
-	}
-	if got := bo.Delay(1, time.Second, 0.5); got != time.Second {
-		t.Fatalf("retry-after not honoured: %v", got)
-	}
-}
-
 // TestReserveKeepsTheLastSlotsForCriticalPlus: with a reserve, Critical work
 // cannot take the last twentieth of the reserved share; CriticalPlus can.
 func TestReserveKeepsTheLastSlotsForCriticalPlus(t *testing.T) {
@@ -582,30 +507,5 @@ func TestIdleRelaxes(t *testing.T) {
 	tok.Success()
 	if s.Cutoff() != Levels() {
 		t.Fatalf("cutoff %d after %v idle, want %d (nothing shed)", s.Cutoff(), s.retryAfter(), Levels())
-	}
-}
-
-// TestThrottleDefaultForgetsAnOverload: with the default window, a client
-// that saw the server refuse everything sends again after ten idle seconds
-// (the SRE book's two minutes would keep it refusing locally).
-func TestThrottleDefaultForgetsAnOverload(t *testing.T) {
-	c := clock.NewManual(t0)
-	th, err := NewThrottle(WithThrottleClock(c), WithThrottleSeed(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 1000 {
-		th.Allow(Critical) // never accepted: the server refuses everything
-		c.Advance(time.Millisecond)
-	}
-	if p := th.RejectProbability(Critical); p < 0.9 {
-		t.Fatalf("reject probability %v after 1000 refusals", p)
-	}
-	c.Advance(10 * time.Second)
-	for i := range 100 {
-		if !th.Allow(Critical) {
-			t.Fatalf("request %d after 10 s idle refused locally", i)
-		}
-		th.Accepted(Critical)
 	}
 }

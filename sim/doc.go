@@ -31,4 +31,15 @@
 // bursts. RunMatrix runs them all under every policy, finds the best fixed
 // limit of each row, and judges each policy on the worst of its seeds;
 // `sluice matrix` writes the outcome as a report.
+//
+// Two runners play the same scenarios on the same server model: Run, the
+// discrete-event engine in virtual time, and RunRealtime, which plays them
+// in scaled wall-clock time with real goroutines, for limiters that read
+// the wall clock (its server and jobs are its own; the engine knows nothing
+// of them). RunGrid runs scenarios under policies for several seeds in
+// parallel; with the Results, Scenario.Events (the moments a scenario
+// changes), Scenario.Priorities and Scenario.Demand (the first attempts it
+// schedules per priority) are what a report draws, so that `sluice sim`
+// only renders them. The rate-limiting article's replays, which have
+// neither server nor policy, are package sim/article.
 package sim

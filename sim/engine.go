@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -98,10 +99,9 @@ const (
 type request struct {
 	prio     int
 	user     int
-	job      *rtJob // RunRealtime's job for this request; nil in Run
-	attempt  int    // 0 for the first
-	first    int64  // arrival of the first attempt
-	start    int64  // arrival of this attempt
+	attempt  int   // 0 for the first
+	first    int64 // arrival of the first attempt
+	start    int64 // arrival of this attempt
 	work     float64
 	wait     int64
 	finishV  float64
@@ -148,7 +148,7 @@ type engine struct {
 
 	// retries
 	budget   float64
-	throttle *shed.Throttle // clients' adaptive throttling; nil: none
+	throttle *retry.Throttle[shed.Priority] // clients' adaptive throttling; nil: none
 
 	free []*request
 	m    metricsAcc
@@ -191,7 +191,7 @@ func Run(sc Scenario, spec PolicySpec, seed uint64) (*Result, error) {
 	e.floor = floorOf(pol)
 	e.fluid = newFluidBound(&s, e.srv.pauses)
 	if k := s.Retry.Throttle; k > 0 {
-		if e.throttle, err = shed.NewThrottle(shed.WithThrottleClock(e.clk), shed.WithThrottleK(k), shed.WithThrottleSeed(seed)); err != nil {
+		if e.throttle, err = retry.NewThrottle[shed.Priority](retry.WithThrottleClock(e.clk), retry.WithThrottleK(k), retry.WithThrottleSeed(seed)); err != nil {
 			return nil, err
 		}
 	}

@@ -54,3 +54,46 @@ func ExampleRunMatrix() {
 		fmt.Printf("%s: %d/%d rows pass\n", s.Policy, s.Passed, s.Rows)
 	}
 }
+
+// RunGrid runs scenarios under policies for several seeds in parallel;
+// the Grid is the same whatever the parallelism.
+func ExampleRunGrid() {
+	sc := sim.Scenario{
+		Name:     "surge",
+		Duration: 20 * time.Second, Warmup: 5 * time.Second,
+		Server: sim.Server{Cores: 4, Service: sim.Exp(10 * time.Millisecond), Contention: 0.0002},
+		Load:   []sim.Phase{{At: 0, Load: 0.5}, {At: 10 * time.Second, Load: 3}},
+	}
+	pols, _ := sim.FindPolicies(sim.BuiltinPolicies(), []string{"none", "static"})
+	g := sim.RunGrid([]sim.Scenario{sc}, pols, 1, 2, nil)
+	for k := range g.Results {
+		for j, p := range g.Policies {
+			r := g.Results[k][0][j]
+			fmt.Printf("seed %d %-6s goodput %3.0f%% of capacity\n", g.Seed+uint64(k), p.Name, 100*r.GoodputRatio)
+		}
+	}
+	// Output:
+	// seed 1 none   goodput  19% of capacity
+	// seed 1 static goodput  80% of capacity
+	// seed 2 none   goodput  19% of capacity
+	// seed 2 static goodput  80% of capacity
+}
+
+// A scenario's events are the moments a report marks: here a ramp, the
+// moment settling is measured from, and a slower dependency.
+func ExampleScenario_Events() {
+	sc := sim.Scenario{
+		Load: []sim.Phase{{At: 0, Load: 0.5}, {At: 10 * time.Second, Load: 0.5}, {At: 20 * time.Second, Load: 3, Ramp: true}},
+		Server: sim.Server{Changes: []sim.Change{
+			{At: 30 * time.Second, ServiceFactor: 1, WaitFactor: 4},
+		}},
+		Change: 10 * time.Second,
+	}
+	for _, e := range sc.Events() {
+		fmt.Printf("%v: %s (%s)\n", e.At, e.Label, e.Description)
+	}
+	// Output:
+	// 10s: ramp to 3× (the offered load starts ramping from 0.5× to 3× capacity)
+	// 20s: 3× reached (the ramp reaches 3× capacity and the load holds)
+	// 30s: wait ×4 (the dependency wait is multiplied by 4)
+}

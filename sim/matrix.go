@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
@@ -204,28 +203,7 @@ func RunMatrix(cfg MatrixConfig) (*Matrix, error) {
 			}
 		}
 	}
-	jobs := make(chan int)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	done := 0
-	for range cfg.Parallel {
-		wg.Go(func() {
-			for i := range jobs {
-				runRow(&m.Rows[i], scs[i], &cfg)
-				mu.Lock()
-				done++
-				if cfg.Progress != nil {
-					cfg.Progress(done, len(m.Rows))
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	for i := range m.Rows {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
+	parallel(len(m.Rows), cfg.Parallel, func(i int) { runRow(&m.Rows[i], scs[i], &cfg) }, cfg.Progress)
 	return m, nil
 }
 

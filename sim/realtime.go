@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -117,7 +118,7 @@ type rtRun struct {
 	needDeadline bool // the client's deadline is an event (retries or honoured deadlines)
 	rejectWork   float64
 	pol          Policy
-	throttle     *shed.Throttle // clients' adaptive throttling; nil: none
+	throttle     *retry.Throttle[shed.Priority] // clients' adaptive throttling; nil: none
 	srv          *rtServer
 	wg           sync.WaitGroup // the arrival goroutine and the attempts
 
@@ -176,14 +177,14 @@ func runRealtime(sc Scenario, spec PolicySpec, seed uint64, scale float64) (*Res
 	// on an engine that does nothing else.
 	if k := s.Retry.Throttle; k > 0 {
 		// As Run's, on the clock the policy reads (wall time).
-		if rt.throttle, err = shed.NewThrottle(shed.WithThrottleClock(clock.System()), shed.WithThrottleK(k), shed.WithThrottleSeed(seed)); err != nil {
+		if rt.throttle, err = retry.NewThrottle[shed.Priority](retry.WithThrottleClock(clock.System()), retry.WithThrottleK(k), retry.WithThrottleSeed(seed)); err != nil {
 			return nil, rtStats{}, err
 		}
 	}
 	gen := &engine{sc: s, end: rt.end, capacity: capacity}
 	gen.initArrivals(seed)
 	rt.srv = &rtServer{rt: rt, in: make(chan *rtJob, 1024), done: make(chan struct{}),
-		model: ps{cores: float64(s.Server.Cores), kappa: s.Server.Contention}}
+		model: ps{cores: float64(s.Server.Cores), kappa: s.Server.Contention}, jobs: map[*request]*rtJob{}}
 
 	rt.t0 = time.Now()
 	go rt.srv.run()
@@ -503,6 +504,7 @@ type rtServer struct {
 
 	// Owned by the server goroutine.
 	model ps
+	jobs  map[*request]*rtJob // the job of each request in the model's CPU phase
 	dls   rtDeadlines
 	over  bool // the scenario has ended
 }
@@ -542,8 +544,8 @@ func (s *rtServer) run() {
 			if now >= end {
 				s.over = true
 				for _, r := range s.model.cpu {
-					if r.job.reply != nil {
-						close(r.job.reply)
+					if j := s.jobs[r]; j.reply != nil {
+						close(j.reply)
 					}
 				}
 				timer.Stop()
@@ -599,7 +601,10 @@ func (s *rtServer) catchUp(t int64) {
 		}
 		if tc <= td { // a CPU phase ending with a deadline goes first, as in the engine
 			s.model.advance(tc)
-			s.cpuDone(s.model.pop().job)
+			r := s.model.pop()
+			j := s.jobs[r]
+			delete(s.jobs, r)
+			s.cpuDone(j)
 		} else {
 			s.model.advance(td)
 			s.deadline(heap.Pop(&s.dls).(*rtJob))
@@ -609,7 +614,7 @@ func (s *rtServer) catchUp(t int64) {
 }
 
 func (s *rtServer) start(j *rtJob) {
-	j.r.job = j
+	s.jobs[j.r] = j
 	s.model.start(j.r)
 	if j.abortAt != never {
 		heap.Push(&s.dls, j)
@@ -633,6 +638,7 @@ func (s *rtServer) deadline(j *rtJob) {
 		return
 	}
 	done := s.model.abort(j.r)
+	delete(s.jobs, j.r)
 	s.rt.mu.Lock()
 	s.rt.m.work(j.r, done)
 	s.rt.m.wasted += done

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/shed"
+	"github.com/sluicehq/sluice/retry"
 )
 
 // Server describes the simulated server.
@@ -104,7 +104,7 @@ type Retry struct {
 	// each first attempt earns Budget tokens, each retry spends one.
 	Budget float64
 	// Throttle, if positive, is K of the clients' adaptive throttling
-	// (shed.Throttle with its default 10 s window, per priority): clients refuse
+	// (retry.Throttle with its default 10 s window, per priority): clients refuse
 	// locally, without sending, with probability
 	// max(0, (requests − K·accepts)/(requests + 1)). Run only (RunRealtime
 	// ignores it).
@@ -113,7 +113,7 @@ type Retry struct {
 
 // next decides whether attempt (0 for the first) of a failed request is
 // retried, spending from budget (the retries saved so far) when the policy
-// has one, and returns the delay before the retry: shed.Backoff's capped
+// has one, and returns the delay before the retry: retry.Backoff's capped
 // exponential backoff with full jitter, u uniform in [0, 1).
 func (rt Retry) next(attempt int, budget *float64, u float64) (int64, bool) {
 	if attempt+1 >= rt.Attempts || (rt.Budget > 0 && *budget < 1) {
@@ -122,7 +122,7 @@ func (rt Retry) next(attempt int, budget *float64, u float64) (int64, bool) {
 	if rt.Budget > 0 {
 		*budget--
 	}
-	return int64(shed.Backoff{Base: rt.Backoff, Max: rt.MaxBackoff}.Delay(attempt+1, 0, u)), true
+	return int64(retry.Backoff{Base: rt.Backoff, Max: rt.MaxBackoff}.Delay(attempt+1, 0, u)), true
 }
 
 // Target is one pass/fail check of a run: the named metric (a field of

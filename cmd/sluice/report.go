@@ -28,17 +28,6 @@ import (
 	"github.com/sluicehq/sluice/sim"
 )
 
-// runSet is the outcome of one `sluice sim` invocation: every selected
-// scenario under every selected policy.
-type runSet struct {
-	args    []string // the command line after "sluice"
-	seed    uint64
-	scs     []sim.Scenario
-	pols    []sim.PolicySpec
-	results [][]*sim.Result // [scenario][policy]
-	errs    [][]error
-}
-
 // summaryHeader and summaryCells are the columns of the summary table, shared
 // by the terminal table and report.md.
 var summaryHeader = []string{"scenario", "policy", "goodput %", "phase goodput %", "p99 ms", "SLO ms",
@@ -82,27 +71,28 @@ const summaryNote = `goodput = completions within SLO per second, as % of nomina
 adaptive targets of each scenario; the baselines (none, static, aimd) are expected to fail some of them.`
 
 // writeReport writes report.md and one figure per scenario (SVG and PNG)
-// into dir. The output depends only on the run set: the same seed gives the
+// into dir, from the runs of g's first seed; args is the command line after
+// "sluice". The output depends only on g and args: the same seed gives the
 // same bytes.
-func writeReport(dir string, rs *runSet) error {
+func writeReport(dir string, args []string, g *sim.Grid) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	// The figures are independent: draw them in parallel.
-	errs := make([]error, len(rs.scs))
+	errs := make([]error, len(g.Scenarios))
 	var wg sync.WaitGroup
-	for i := range rs.scs {
-		if !hasResults(rs.results[i]) {
+	for i := range g.Scenarios {
+		if !hasResults(g.Results[0][i]) {
 			continue
 		}
-		wg.Go(func() { errs[i] = writeFigure(dir, rs.scs[i], rs.pols, rs.results[i]) })
+		wg.Go(func() { errs[i] = writeFigure(dir, g.Scenarios[i], g.Policies, g.Results[0][i]) })
 	}
 	wg.Wait()
 	if err := firstError(errs); err != nil {
 		return err
 	}
 	var b bytes.Buffer
-	writeMarkdown(&b, rs)
+	writeMarkdown(&b, args, g)
 	return os.WriteFile(filepath.Join(dir, "report.md"), b.Bytes(), 0o644)
 }
 
@@ -121,33 +111,33 @@ func hasResults(rs []*sim.Result) bool {
 
 // ---- report.md ----
 
-func writeMarkdown(w io.Writer, rs *runSet) {
+func writeMarkdown(w io.Writer, args []string, g *sim.Grid) {
 	fmt.Fprintf(w, "# sluice sim report\n\n")
-	fmt.Fprintf(w, "Command: `%s`  \nSeed: %d\n\n", commandLine(rs.args), rs.seed)
+	fmt.Fprintf(w, "Command: `%s`  \nSeed: %d\n\n", commandLine(args), g.Seed)
 	fmt.Fprintf(w, "Every scenario below ran under every policy with the real limiter code, in virtual time; the same seed gives the same report.\n\n")
 	fmt.Fprintf(w, "## Summary\n\n")
 	mdRow(w, summaryHeader...)
 	mdAlign(w, summaryAlign)
-	for i, s := range rs.scs {
-		for j, p := range rs.pols {
-			if err := rs.errs[i][j]; err != nil {
+	for i, s := range g.Scenarios {
+		for j, p := range g.Policies {
+			if err := g.Errs[0][i][j]; err != nil {
 				mdRow(w, append([]string{s.Name, p.Name, "error: " + err.Error()}, make([]string, len(summaryHeader)-3)...)...)
 				continue
 			}
-			if rs.results[i][j] == nil {
+			if g.Results[0][i][j] == nil {
 				continue // a policy that runs only on some scenarios (the shedders)
 			}
-			mdRow(w, summaryCells(s, rs.results[i][j])...)
+			mdRow(w, summaryCells(s, g.Results[0][i][j])...)
 		}
 	}
 	fmt.Fprintf(w, "\n%s\n\n", strings.ReplaceAll(summaryNote, "\n", " "))
 	fmt.Fprintf(w, "Policies:\n\n")
-	for _, p := range rs.pols {
+	for _, p := range g.Policies {
 		fmt.Fprintf(w, "- `%s`: %s\n", p.Name, p.Description)
 	}
 	fmt.Fprintln(w)
-	for i, s := range rs.scs {
-		writeScenario(w, s, rs.pols, rs.results[i], rs.errs[i])
+	for i, s := range g.Scenarios {
+		writeScenario(w, s, g.Policies, g.Results[0][i], g.Errs[0][i])
 	}
 }
 
@@ -164,10 +154,10 @@ func writeScenario(w io.Writer, s sim.Scenario, pols []sim.PolicySpec, results [
 		fmt.Fprintf(w, "Capacity %.0f requests/s, SLO %g ms, %s simulated (the first %s are warm-up and not scored).\n\n",
 			ref.CapacityRPS, ref.SLOms, fmtSeconds(s.Duration), fmtSeconds(s.Warmup))
 	}
-	if evs := scenarioEvents(s); len(evs) > 0 {
+	if evs := s.Events(); len(evs) > 0 {
 		fmt.Fprintf(w, "What happens:\n\n")
 		for _, e := range evs {
-			fmt.Fprintf(w, "- at %s: %s\n", fmtSeconds(e.at), e.long)
+			fmt.Fprintf(w, "- at %s: %s\n", fmtSeconds(e.At), e.Description)
 		}
 		fmt.Fprintln(w)
 	}
@@ -246,7 +236,7 @@ func writeScenario(w io.Writer, s sim.Scenario, pols []sim.PolicySpec, results [
 // requests that succeeded in time and of its attempts the policy rejected;
 // and the policy's priority inversions.
 func writePriorities(w io.Writer, s sim.Scenario, pols []sim.PolicySpec, results []*sim.Result, ref *sim.Result) {
-	prios := classPriorities(s)
+	prios := s.Priorities()
 	var offered []string
 	for _, p := range prios {
 		for _, pr := range ref.PerPriority {
@@ -287,17 +277,6 @@ func writePriorities(w io.Writer, s sim.Scenario, pols []sim.PolicySpec, results
 	fmt.Fprintln(w)
 }
 
-// classPriorities returns the distinct priorities of the scenario's
-// classes, most important first.
-func classPriorities(s sim.Scenario) []int {
-	var ps []int
-	for _, c := range s.Classes {
-		ps = append(ps, c.Priority)
-	}
-	slices.Sort(ps)
-	return slices.Compact(ps)
-}
-
 // priorityName is "0 critical_plus" for priority 0, and so on.
 func priorityName(p int) string {
 	return fmt.Sprintf("%d %s", p, shed.Priority(p))
@@ -309,7 +288,7 @@ func howToRead(s sim.Scenario, ref *sim.Result) string {
 	if s.Warmup > 0 {
 		b.WriteString("the grey band is the warm-up, ")
 	}
-	if len(scenarioEvents(s)) > 0 {
+	if len(s.Events()) > 0 {
 		b.WriteString("dotted vertical lines mark the moments listed above (labelled above the panels), ")
 	}
 	fmt.Fprintf(&b, "each policy keeps its colour and marker in every panel, the recommended ones drawn thicker and on top, "+
@@ -406,76 +385,6 @@ func fmtSeconds(d time.Duration) string {
 		return fmt.Sprintf("%g ms", float64(d)/1e6)
 	}
 	return fmt.Sprintf("%g s", d.Seconds())
-}
-
-// ---- what happens in a scenario ----
-
-// event is a moment at which a scenario changes: a load step, the end of a
-// ramp, a change of the server.
-type event struct {
-	at    time.Duration
-	short string // label in the figure
-	long  string // sentence in report.md
-}
-
-func scenarioEvents(s sim.Scenario) []event {
-	var evs []event
-	add := func(at time.Duration, short, long string) {
-		for i := range evs {
-			if evs[i].at == at {
-				evs[i].short += ", " + short
-				evs[i].long += "; " + long
-				return
-			}
-		}
-		evs = append(evs, event{at, short, long})
-	}
-	for i := 1; i < len(s.Load); i++ {
-		prev, ph := s.Load[i-1], s.Load[i]
-		switch {
-		case ph.Ramp && ph.Load != prev.Load:
-			add(prev.At, fmt.Sprintf("ramp to %g×", ph.Load),
-				fmt.Sprintf("the offered load starts ramping from %g× to %g× capacity", prev.Load, ph.Load))
-			add(ph.At, fmt.Sprintf("%g× reached", ph.Load), fmt.Sprintf("the ramp reaches %g× capacity and the load holds", ph.Load))
-		case !ph.Ramp && ph.Load != prev.Load:
-			add(ph.At, fmt.Sprintf("load %g×", ph.Load), fmt.Sprintf("the offered load steps to %g× capacity", ph.Load))
-		}
-	}
-	svc, wait := 1.0, 1.0
-	for _, c := range s.Server.Changes {
-		if c.ServiceFactor != svc {
-			if c.ServiceFactor == 1 {
-				add(c.At, "service ×1", "the service time is back to nominal")
-			} else {
-				add(c.At, fmt.Sprintf("service ×%g", c.ServiceFactor),
-					fmt.Sprintf("the service time is multiplied by %g (capacity %.3g× nominal)", c.ServiceFactor, 1/c.ServiceFactor))
-			}
-			svc = c.ServiceFactor
-		}
-		wf := cmp.Or(c.WaitFactor, 1)
-		if wf != wait {
-			who := ""
-			if len(c.WaitPriorities) > 0 {
-				ps := make([]string, len(c.WaitPriorities))
-				for i, p := range c.WaitPriorities {
-					ps[i] = fmt.Sprint(p)
-				}
-				who = " of priority " + strings.Join(ps, ", ")
-			}
-			if wf == 1 {
-				add(c.At, "wait ×1", "the dependency wait is back to nominal")
-			} else {
-				add(c.At, fmt.Sprintf("wait ×%.3g", wf),
-					fmt.Sprintf("the dependency wait%s is multiplied by %.3g", who, wf))
-			}
-			wait = wf
-		}
-	}
-	if s.Change > 0 && !slices.ContainsFunc(evs, func(e event) bool { return e.at == s.Change }) {
-		add(s.Change, "change", "settling time is measured from here")
-	}
-	slices.SortStableFunc(evs, func(a, b event) int { return cmp.Compare(a.at, b.at) })
-	return evs
 }
 
 // ---- the figure ----
@@ -630,7 +539,7 @@ func drawFigure(dc draw.Canvas, s sim.Scenario, pols []sim.PolicySpec, results [
 	key := slices.Clone(ss) // the key in the order the policies were selected
 	slices.SortStableFunc(ss, func(a, b series) int { return cmp.Compare(a.look.rank, b.look.rank) })
 	xmax := s.Duration.Seconds()
-	evs := scenarioEvents(s)
+	evs := s.Events()
 
 	// Header: title and the key.
 	left := dc.Min.X + vg.Points(14)
@@ -647,7 +556,7 @@ func drawFigure(dc draw.Canvas, s sim.Scenario, pols []sim.PolicySpec, results [
 	var prios []int
 	header := headerH
 	if len(s.Classes) > 1 {
-		prios = classPriorities(s)
+		prios = s.Priorities()
 		header += keyRowH
 	}
 	drawKey(dc, min(y, dc.Max.Y-vg.Points(30))-vg.Points(10), key, prios, xmax)
@@ -684,14 +593,14 @@ func drawFigure(dc draw.Canvas, s sim.Scenario, pols []sim.PolicySpec, results [
 }
 
 // drawEventLabels writes each moment's label at height y, over its line.
-func drawEventLabels(c draw.Canvas, p *plot.Plot, evs []event, y vg.Length) {
+func drawEventLabels(c draw.Canvas, p *plot.Plot, evs []sim.Event, y vg.Length) {
 	trX, _ := p.Transforms(&c)
 	st := textStyle(10)
 	st.Color = color.Gray{Y: 20}
 	prevEnd := vg.Length(math.Inf(-1))
 	for _, ev := range evs {
-		x := trX(ev.at.Seconds())
-		w := st.Width(ev.short)
+		x := trX(ev.At.Seconds())
+		w := st.Width(ev.Label)
 		st.XAlign = draw.XCenter
 		lx := x
 		if lx+w/2 > c.Max.X {
@@ -700,7 +609,7 @@ func drawEventLabels(c draw.Canvas, p *plot.Plot, evs []event, y vg.Length) {
 		if lx-w/2 < prevEnd { // crowded: the next label steps right
 			lx = prevEnd + w/2 + vg.Points(4)
 		}
-		c.FillText(st, vg.Point{X: lx, Y: y}, ev.short)
+		c.FillText(st, vg.Point{X: lx, Y: y}, ev.Label)
 		prevEnd = lx + w/2
 	}
 }
@@ -1020,7 +929,7 @@ func capacityLine(r *sim.Result) plotter.XYs {
 
 // drawPrioGrid draws one panel per priority, two by two: each policy's
 // goodput of that priority as a share of the priority's demand.
-func drawPrioGrid(c draw.Canvas, s sim.Scenario, ss []series, prios []int, evs []event, xmax float64) {
+func drawPrioGrid(c draw.Canvas, s sim.Scenario, ss []series, prios []int, evs []sim.Event, xmax float64) {
 	cols := 2
 	rows := (len(prios) + cols - 1) / cols
 	grid := make([][]*plot.Plot, rows)
@@ -1067,17 +976,6 @@ func drawPrioGrid(c draw.Canvas, s sim.Scenario, ss []series, prios []int, evs [
 // (their throttle refusing locally): a request never served counts against
 // the policy that caused it.
 func prioServed(s sim.Scenario, r *sim.Result, q int) plotter.XYs {
-	var share, total float64
-	for _, c := range s.Classes {
-		total += c.Share
-		if c.Priority == q {
-			share += c.Share
-		}
-	}
-	if total == 0 || share == 0 {
-		return nil
-	}
-	share /= total
 	pts := r.Series
 	iv := seriesInterval(s, r)
 	w := max(1, int(smoothing/iv))
@@ -1087,31 +985,13 @@ func prioServed(s sim.Scenario, r *sim.Result, q int) plotter.XYs {
 		var good, demand float64
 		for _, o := range pts[lo:hi] {
 			good += o.Prio[q].Goodput
-			demand += scheduledLoad(s.Load, o.T-iv/2) * r.CapacityRPS * share
+			demand += s.Demand(q, o.T-iv/2, r.CapacityRPS)
 		}
 		if demand > 0 {
 			xy = append(xy, plotter.XY{X: pt.T.Seconds(), Y: min(100*good/demand, 100)})
 		}
 	}
 	return xy
-}
-
-// scheduledLoad is the load the phases schedule at t, ramps interpolated,
-// as a multiple of capacity (as the simulator reads them).
-func scheduledLoad(ph []sim.Phase, t time.Duration) float64 {
-	if len(ph) == 0 {
-		return 0
-	}
-	i := len(ph) - 1
-	for i > 0 && ph[i].At > t {
-		i--
-	}
-	if i+1 < len(ph) && ph[i+1].Ramp {
-		a, b := ph[i], ph[i+1]
-		f := float64(t-a.At) / float64(b.At-a.At)
-		return a.Load + f*(b.Load-a.Load)
-	}
-	return ph[i].Load
 }
 
 func addLine(p *plot.Plot, xy plotter.XYs, ls draw.LineStyle) {
@@ -1220,14 +1100,14 @@ func (b band) Plot(c draw.Canvas, p *plot.Plot) {
 // eventLines draws a dotted vertical line at each moment of the scenario
 // (its label is drawn above the panels: drawEventLabels).
 type eventLines struct {
-	evs []event
+	evs []sim.Event
 }
 
 func (e eventLines) Plot(c draw.Canvas, p *plot.Plot) {
 	trX, _ := p.Transforms(&c)
 	ls := draw.LineStyle{Color: color.Gray{Y: 40}, Width: vg.Points(1.2), Dashes: dotted}
 	for _, ev := range e.evs {
-		x := trX(ev.at.Seconds())
+		x := trX(ev.At.Seconds())
 		c.StrokeLine2(ls, x, c.Min.Y, x, c.Max.Y)
 	}
 }

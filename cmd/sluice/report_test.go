@@ -92,17 +92,14 @@ func TestReportDeterministic(t *testing.T) {
 	pols := sim.BuiltinPolicies()
 	var dirs []string
 	for range 2 {
-		rs := &runSet{args: []string{"sim", "-out", "x"}, seed: 7, scs: []sim.Scenario{s}, pols: pols,
-			results: [][]*sim.Result{make([]*sim.Result, len(pols))}, errs: [][]error{make([]error, len(pols))}}
-		for j, p := range pols {
-			r, err := sim.Run(s, p, rs.seed)
+		g := sim.RunGrid([]sim.Scenario{s}, pols, 7, 1, nil)
+		for _, err := range g.Errs[0][0] {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rs.results[0][j] = r
 		}
 		dir := t.TempDir()
-		if err := writeReport(dir, rs); err != nil {
+		if err := writeReport(dir, []string{"sim", "-out", "x"}, g); err != nil {
 			t.Fatal(err)
 		}
 		dirs = append(dirs, dir)

@@ -9,11 +9,11 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/sluicehq/sluice/sim"
+	"github.com/sluicehq/sluice/sim/article"
 )
 
 // The seed-* scenarios of `sluice sim` replay the rate-limiting article's
-// simulations against the ratelimit package (sim.SeedScenarios). They have
+// simulations against the ratelimit package (article.Scenarios). They have
 // no server and no policy, so they run apart from the policy scenarios and
 // print their own table, one row per figure, after the main one.
 
@@ -22,22 +22,22 @@ const seedNote = `seed-* scenarios replay the rate-limiting article's simulation
 
 // splitSeedScenarios separates the seed-* names from names and returns the
 // other names and the named seed scenarios.
-func splitSeedScenarios(names []string) ([]string, []sim.SeedScenario, error) {
+func splitSeedScenarios(names []string) ([]string, []article.Scenario, error) {
 	var rest, seedNames []string
 	for _, n := range names {
-		if sim.IsSeedScenario(n) {
+		if article.IsScenario(n) {
 			seedNames = append(seedNames, n)
 		} else {
 			rest = append(rest, n)
 		}
 	}
-	scs, err := sim.FindSeedScenarios(sim.SeedScenarios(), seedNames)
+	scs, err := article.Find(article.Scenarios(), seedNames)
 	return rest, scs, err
 }
 
 // listSeedScenarios adds the seed scenarios to the -list table.
 func listSeedScenarios(tw io.Writer) {
-	for _, s := range sim.SeedScenarios() {
+	for _, s := range article.Scenarios() {
 		fmt.Fprintf(tw, "%s\t%s\n", s.Name, s.Description)
 	}
 }
@@ -46,23 +46,15 @@ func listSeedScenarios(tw io.Writer) {
 // prints them: JSON Lines (one object per scenario × seed), the figures of
 // one seed, or each figure's median and range over the seeds. after: a
 // table has been printed before, leave a blank line.
-func runSeedScenarios(stdout, stderr io.Writer, scs []sim.SeedScenario, seed uint64, seeds int, asJSON, after bool) int {
+func runSeedScenarios(stdout, stderr io.Writer, scs []article.Scenario, seed uint64, seeds int, asJSON, after bool) int {
 	if len(scs) == 0 {
 		return 0
 	}
 	code := 0
-	all := make([][]*sim.SeedResult, len(scs)) // [scenario][seed], nil: error
-	for i, s := range scs {
-		all[i] = make([]*sim.SeedResult, seeds)
-		for k := range seeds {
-			r, err := sim.RunSeed(s, seed+uint64(k))
-			if err != nil {
-				fmt.Fprintln(stderr, err)
-				code = 1
-				continue
-			}
-			all[i][k] = r
-		}
+	all, errs := article.RunSeeds(scs, seed, seeds) // [scenario][seed], nil: error
+	for _, err := range errs {
+		fmt.Fprintln(stderr, err)
+		code = 1
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
@@ -103,7 +95,7 @@ func runSeedScenarios(stdout, stderr io.Writer, scs []sim.SeedScenario, seed uin
 	}
 	fmt.Fprintln(tw, "scenario\tfigure\tmedian\tmin\tmax\tarticle\ttarget\tpassed\t")
 	for i, rs := range all {
-		rs = slices.DeleteFunc(rs, func(r *sim.SeedResult) bool { return r == nil })
+		rs = slices.DeleteFunc(rs, func(r *article.Result) bool { return r == nil })
 		if len(rs) == 0 {
 			fmt.Fprintf(tw, "%s\terror\t\n", scs[i].Name)
 			continue
@@ -148,7 +140,7 @@ func fmtFigure(v, of float64) string {
 	return s
 }
 
-func seedVerdict(f sim.SeedFigure) string {
+func seedVerdict(f article.Figure) string {
 	switch {
 	case f.Target == "":
 		return "-"

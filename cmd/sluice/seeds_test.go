@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/sim"
+	"github.com/sluicehq/sluice/sim/article"
 )
 
 const allSeedScenarios = "seed-boundary-attack,seed-token-bucket,seed-sliding-window,seed-gcra"
@@ -54,7 +54,7 @@ func TestSimSeedScenariosJSON(t *testing.T) {
 	var got []string
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
-		var r sim.SeedResult
+		var r article.Result
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("%v: %s", err, sc.Text())
 		}
@@ -94,7 +94,7 @@ func TestSimSeedScenariosAfterPolicyScenarios(t *testing.T) {
 
 func TestSimSeedScenariosListedAndChecked(t *testing.T) {
 	out := runOK(t, "sim", "-list")
-	for _, s := range sim.SeedScenarios() {
+	for _, s := range article.Scenarios() {
 		if !strings.Contains(out, s.Name+" ") {
 			t.Errorf("-list does not list %s:\n%s", s.Name, out)
 		}

@@ -6,14 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sluicehq/sluice/sim"
+	"github.com/sluicehq/sluice/sim/article"
 )
 
 // runSim is `sluice sim`: every selected scenario under every selected
@@ -52,21 +51,11 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if *list {
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SCENARIO\tDESCRIPTION")
-		for _, s := range allSc {
-			fmt.Fprintf(tw, "%s\t%s\n", s.Name, s.Description)
-		}
-		listSeedScenarios(tw) // seed-* scenarios: seeds.go
-		fmt.Fprintln(tw, "\nPOLICY\tDESCRIPTION")
-		for _, p := range allPol {
-			fmt.Fprintf(tw, "%s\t%s\n", p.Name, p.Description)
-		}
-		tw.Flush()
+		printList(stdout, allSc, allPol)
 		return 0
 	}
 	scs, pols := allSc, sim.BuiltinPolicies()
-	seedScs := sim.SeedScenarios() // seed-* scenarios: seeds.go
+	seedScs := article.Scenarios() // seed-* scenarios: seeds.go
 	var err error
 	if *explain != "" {
 		if *scenarios != "" {
@@ -103,66 +92,29 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		return runSeedScenarios(stdout, stderr, seedScs, *seed, *seeds, *asJSON, false)
 	}
-	all, allErrs := runGrid(stderr, scs, pols, *seed, *seeds)
-	results, errs := all[0], allErrs[0]
-	// With the default policies, the priority shedders also run on the
-	// scenarios with priorities: there the gates alone cannot meet the
-	// per-priority targets, and the shedder is what a service would use
-	// (on one priority it is the gate alone, figure for figure).
-	var shScs []sim.Scenario
-	var shPols []sim.PolicySpec
-	if *policies == "" {
-		for _, sc := range scs {
-			if len(sc.Classes) > 1 {
-				shScs = append(shScs, sc)
-			}
-		}
-		if len(shScs) > 0 {
-			for _, p := range sim.ExtraPolicies() {
-				if strings.HasPrefix(p.Name, "shed-") {
-					shPols = append(shPols, p)
-				}
-			}
-		}
-	}
-	var shAll [][][]*sim.Result
-	var shErrs [][][]error
-	if len(shScs) > 0 {
-		shAll, shErrs = runGrid(stderr, shScs, shPols, *seed, *seeds)
+	g := runGrid(stderr, scs, pols, *seed, *seeds)
+	var sh *sim.Grid // with the default policies, the priority shedders on the scenarios with priorities
+	if shScs, shPols := sim.PriorityShedders(scs); *policies == "" && len(shScs) > 0 {
+		sh = runGrid(stderr, shScs, shPols, *seed, *seeds)
 	}
 
 	code := 0
 	switch {
 	case *asJSON:
-		for k := range all {
-			code = max(code, printJSON(stdout, stderr, scs, pols, all[k], allErrs[k]))
-			if len(shScs) > 0 {
-				code = max(code, printJSON(stdout, stderr, shScs, shPols, shAll[k], shErrs[k]))
+		for k := range *seeds {
+			code = max(code, printJSON(stdout, stderr, g, k))
+			if sh != nil {
+				code = max(code, printJSON(stdout, stderr, sh, k))
 			}
 		}
 	case *seeds > 1:
-		code = printSeeds(stdout, *seed, scs, pols, all, allErrs)
-		if len(shScs) > 0 {
+		code = printSeeds(stdout, g)
+		if sh != nil {
 			fmt.Fprintln(stdout, "\nThe priority shedders on the scenarios with priorities:")
-			code = max(code, printSeeds(stdout, *seed, shScs, shPols, shAll, shErrs))
+			code = max(code, printSeeds(stdout, sh))
 		}
 	default:
-		res, rerrs := map[[2]string]*sim.Result{}, map[[2]string]error{}
-		var names []string
-		collect := func(scs []sim.Scenario, pols []sim.PolicySpec, results [][]*sim.Result, errs [][]error) {
-			for j, p := range pols {
-				if !slices.Contains(names, p.Name) {
-					names = append(names, p.Name)
-				}
-				for i, s := range scs {
-					res[[2]string{s.Name, p.Name}], rerrs[[2]string{s.Name, p.Name}] = results[i][j], errs[i][j]
-				}
-			}
-		}
-		collect(scs, pols, results, errs)
-		if len(shScs) > 0 {
-			collect(shScs, shPols, shAll[0], shErrs[0])
-		}
+		names, res, rerrs := byName(g, sh)
 		if *explain != "" && len(scs) == 1 {
 			code = printExplain(stdout, scs[0], names, res, rerrs)
 		} else {
@@ -171,20 +123,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 	code = max(code, runSeedScenarios(stdout, stderr, seedScs, *seed, *seeds, *asJSON, true)) // seeds.go
 	if *out != "" {
-		rs := &runSet{args: append([]string{"sim"}, args...), seed: *seed, scs: scs, pols: pols, results: results, errs: errs}
-		if len(shScs) > 0 { // the shedders' runs join the report of their scenarios
-			rs.pols = append(slices.Clone(pols), shPols...)
-			rs.results, rs.errs = make([][]*sim.Result, len(scs)), make([][]error, len(scs))
-			for i, sc := range scs {
-				rs.results[i] = append(slices.Clone(results[i]), make([]*sim.Result, len(shPols))...)
-				rs.errs[i] = append(slices.Clone(errs[i]), make([]error, len(shPols))...)
-				if k := slices.IndexFunc(shScs, func(x sim.Scenario) bool { return x.Name == sc.Name }); k >= 0 {
-					copy(rs.results[i][len(pols):], shAll[0][k])
-					copy(rs.errs[i][len(pols):], shErrs[0][k])
-				}
-			}
-		}
-		if err := writeReport(*out, rs); err != nil {
+		// The shedders' runs join the report of their scenarios.
+		if err := writeReport(*out, append([]string{"sim"}, args...), g.Join(sh)); err != nil {
 			fmt.Fprintln(stderr, "sluice sim:", err)
 			return 1
 		}
@@ -192,55 +132,57 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// runGrid runs every scenario of scs under every policy of pols for seeds
-// seed … seed+seeds−1, in parallel; all[k][i][j] is the result of seed+k,
-// scenario i, policy j. Progress goes to stderr when a run takes longer
-// than a second.
-func runGrid(stderr io.Writer, scs []sim.Scenario, pols []sim.PolicySpec, seed uint64, seeds int) (all [][][]*sim.Result, allErrs [][][]error) {
-	type job struct{ k, i, j int }
-	all = make([][][]*sim.Result, seeds)
-	allErrs = make([][][]error, seeds)
-	for k := range all {
-		all[k] = make([][]*sim.Result, len(scs))
-		allErrs[k] = make([][]error, len(scs))
-		for i := range scs {
-			all[k][i] = make([]*sim.Result, len(pols))
-			allErrs[k][i] = make([]error, len(pols))
+// printList is `sluice sim -list`: the scenarios (the seed-* ones
+// included) and the policies, with their descriptions.
+func printList(stdout io.Writer, scs []sim.Scenario, pols []sim.PolicySpec) {
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCENARIO\tDESCRIPTION")
+	for _, s := range scs {
+		fmt.Fprintf(tw, "%s\t%s\n", s.Name, s.Description)
+	}
+	listSeedScenarios(tw) // seed-* scenarios: seeds.go
+	fmt.Fprintln(tw, "\nPOLICY\tDESCRIPTION")
+	for _, p := range pols {
+		fmt.Fprintf(tw, "%s\t%s\n", p.Name, p.Description)
+	}
+	tw.Flush()
+}
+
+// byName indexes the first seed's runs of the grids (nil ones skipped) by
+// scenario and policy name, for the explained tables, and returns the
+// policies' names in the order the grids have them.
+func byName(grids ...*sim.Grid) (names []string, res map[[2]string]*sim.Result, errs map[[2]string]error) {
+	res, errs = map[[2]string]*sim.Result{}, map[[2]string]error{}
+	for _, g := range grids {
+		if g == nil {
+			continue
+		}
+		for j, p := range g.Policies {
+			if !slices.Contains(names, p.Name) {
+				names = append(names, p.Name)
+			}
+			for i, s := range g.Scenarios {
+				res[[2]string{s.Name, p.Name}], errs[[2]string{s.Name, p.Name}] = g.Results[0][i][j], g.Errs[0][i][j]
+			}
 		}
 	}
-	jobs := make(chan job)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	done, total := 0, seeds*len(scs)*len(pols)
+	return names, res, errs
+}
+
+// runGrid is sim.RunGrid with progress on stderr when it is a terminal and
+// the runs take longer than a second.
+func runGrid(stderr io.Writer, scs []sim.Scenario, pols []sim.PolicySpec, seed uint64, seeds int) *sim.Grid {
 	tty := isTerminal(stderr) // progress rewrites one line: only on a terminal, never in a log
 	start := time.Now()
-	for range runtime.GOMAXPROCS(0) {
-		wg.Go(func() {
-			for jb := range jobs {
-				r, err := sim.Run(scs[jb.i], pols[jb.j], seed+uint64(jb.k))
-				mu.Lock()
-				all[jb.k][jb.i][jb.j], allErrs[jb.k][jb.i][jb.j] = r, err
-				done++
-				if el := time.Since(start); tty && el > time.Second {
-					fmt.Fprintf(stderr, "\rsluice sim: %d/%d runs, %.0fs", done, total, el.Seconds())
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	for k := range all {
-		for i := range scs {
-			for j := range pols {
-				jobs <- job{k, i, j}
-			}
+	g := sim.RunGrid(scs, pols, seed, seeds, func(done, total int) {
+		if el := time.Since(start); tty && el > time.Second {
+			fmt.Fprintf(stderr, "\rsluice sim: %d/%d runs, %.0fs", done, total, el.Seconds())
 		}
-	}
-	close(jobs)
-	wg.Wait()
+	})
 	if tty && time.Since(start) > time.Second {
 		fmt.Fprintln(stderr)
 	}
-	return all, allErrs
+	return g
 }
 
 const simUsage = `usage: sluice sim [flags]
@@ -263,17 +205,19 @@ examples:
 flags:
 `
 
-func printJSON(stdout, stderr io.Writer, scs []sim.Scenario, pols []sim.PolicySpec, results [][]*sim.Result, errs [][]error) int {
+// printJSON prints the results of seed g.Seed+k as JSON Lines, one object
+// per scenario × policy, and each error on stderr.
+func printJSON(stdout, stderr io.Writer, g *sim.Grid, k int) int {
 	code := 0
 	enc := json.NewEncoder(stdout)
-	for i := range scs {
-		for j := range pols {
-			if errs[i][j] != nil {
-				fmt.Fprintln(stderr, errs[i][j])
+	for i := range g.Scenarios {
+		for j := range g.Policies {
+			if err := g.Errs[k][i][j]; err != nil {
+				fmt.Fprintln(stderr, err)
 				code = 1
 				continue
 			}
-			if err := enc.Encode(results[i][j]); err != nil {
+			if err := enc.Encode(g.Results[k][i][j]); err != nil {
 				fmt.Fprintln(stderr, err)
 				return 1
 			}
@@ -285,7 +229,8 @@ func printJSON(stdout, stderr io.Writer, scs []sim.Scenario, pols []sim.PolicySp
 // printSeeds prints, per scenario × policy, how many seeds passed every
 // target, and the median and worst of the headline figures across seeds
 // (worst: lowest goodput, highest p99 and rejections).
-func printSeeds(stdout io.Writer, seed uint64, scs []sim.Scenario, pols []sim.PolicySpec, all [][][]*sim.Result, allErrs [][][]error) int {
+func printSeeds(stdout io.Writer, g *sim.Grid) int {
+	seed, scs, pols, all, allErrs := g.Seed, g.Scenarios, g.Policies, g.Results, g.Errs
 	code := 0
 	var tw alignedRows
 	tw.add("scenario", "policy", "passed", "goodput %", "after the change %", "p99 ms", "refused %")

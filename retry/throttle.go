@@ -1,9 +1,8 @@
-package shed
+package retry
 
 import (
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -20,8 +19,13 @@ import (
 // so that once the server refuses most of what a client sends, the client
 // stops sending it — without a round trip, and without load on the server.
 // K (default 2) sets how much more than the accepted rate may still be sent.
+//
+// P is the caller's priority type, a small integer where 0 is the most
+// important (sluice's is shed.Priority, the SRE book's criticality ladder);
+// the throttle keeps separate accounts for the priorities 0 … classes−1
+// (WithThrottleClasses, default 4) and counts any higher one as the last.
 // Safe for concurrent use.
-type Throttle struct {
+type Throttle[P ~uint8] struct {
 	mu      sync.Mutex
 	clk     clock.Clock
 	epoch   time.Time
@@ -31,7 +35,7 @@ type Throttle struct {
 	rnd     *rand.Rand
 	// ring of per-bucket counts per priority; stamp is the bucket index each
 	// slot holds
-	req, acc [Priorities][]float64
+	req, acc [][]float64
 	stamp    []int64
 }
 
@@ -39,11 +43,12 @@ type Throttle struct {
 type ThrottleOption func(*throttleConfig)
 
 type throttleConfig struct {
-	clock  clock.Clock
-	k      float64
-	window time.Duration
-	seed   uint64
-	seeded bool
+	clock   clock.Clock
+	k       float64
+	window  time.Duration
+	seed    uint64
+	seeded  bool
+	classes int
 }
 
 // WithThrottleClock sets the clock (default clock.System()).
@@ -69,9 +74,21 @@ func WithThrottleSeed(seed uint64) ThrottleOption {
 	return func(t *throttleConfig) { t.seed, t.seeded = seed, true }
 }
 
-// NewThrottle returns a Throttle.
-func NewThrottle(opts ...ThrottleOption) (*Throttle, error) {
-	cfg := throttleConfig{clock: clock.System(), k: 2, window: 10 * time.Second}
+// WithThrottleClasses sets how many priorities, 0 … n−1, keep accounts of
+// their own; higher priorities share the last one's (default 4, the rungs of
+// the SRE book's criticality ladder; n in [1, 256]).
+func WithThrottleClasses(n int) ThrottleOption {
+	return func(t *throttleConfig) { t.classes = n }
+}
+
+// defaultClasses is the number of priorities a Throttle keeps accounts for
+// unless WithThrottleClasses says otherwise.
+const defaultClasses = 4
+
+// NewThrottle returns a Throttle for priorities of type P, or an error
+// naming every invalid option.
+func NewThrottle[P ~uint8](opts ...ThrottleOption) (*Throttle[P], error) {
+	cfg := throttleConfig{clock: clock.System(), k: 2, window: 10 * time.Second, classes: defaultClasses}
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
@@ -79,13 +96,16 @@ func NewThrottle(opts ...ThrottleOption) (*Throttle, error) {
 	}
 	var errs []error
 	if cfg.clock == nil {
-		errs = append(errs, errors.New("sluice/shed: WithThrottleClock(nil)"))
+		errs = append(errs, errors.New("sluice/retry: WithThrottleClock(nil)"))
 	}
 	if !(cfg.k >= 1 && cfg.k <= 100) {
-		errs = append(errs, fmt.Errorf("sluice/shed: throttle K %v: must be in [1, 100]", cfg.k))
+		errs = append(errs, fmt.Errorf("sluice/retry: throttle K %v: must be in [1, 100]", cfg.k))
 	}
 	if cfg.window < 20*time.Millisecond {
-		errs = append(errs, fmt.Errorf("sluice/shed: throttle window %v: must be at least 20ms", cfg.window))
+		errs = append(errs, fmt.Errorf("sluice/retry: throttle window %v: must be at least 20ms", cfg.window))
+	}
+	if cfg.classes < 1 || cfg.classes > 256 {
+		errs = append(errs, fmt.Errorf("sluice/retry: throttle classes %d: must be in [1, 256]", cfg.classes))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -94,10 +114,12 @@ func NewThrottle(opts ...ThrottleOption) (*Throttle, error) {
 		cfg.seed = rand.Uint64()
 	}
 	const n = 20
-	t := &Throttle{
+	t := &Throttle[P]{
 		clk: cfg.clock, epoch: cfg.clock.Now(), k: cfg.k,
 		bucket: int64(cfg.window) / n, buckets: n,
 		rnd:   rand.New(rand.NewPCG(cfg.seed, 0x5eed)),
+		req:   make([][]float64, cfg.classes),
+		acc:   make([][]float64, cfg.classes),
 		stamp: make([]int64, n),
 	}
 	for p := range t.req {
@@ -110,9 +132,12 @@ func NewThrottle(opts ...ThrottleOption) (*Throttle, error) {
 	return t, nil
 }
 
+// class returns the accounts' index of priority p.
+func (t *Throttle[P]) class(p P) int { return min(int(p), len(t.req)-1) }
+
 // slot returns the ring index for now, clearing slots that fell out of the
 // window. Requires t.mu held.
-func (t *Throttle) slot() int {
+func (t *Throttle[P]) slot() int {
 	b := int64(clock.Since(t.clk, t.epoch)) / t.bucket
 	i := int(b % int64(t.buckets))
 	if t.stamp[i] != b {
@@ -126,105 +151,44 @@ func (t *Throttle) slot() int {
 
 // RejectProbability returns the current local refusal probability for p,
 // max(0, (requests − K·accepts)/(requests + 1)) over the window.
-func (t *Throttle) RejectProbability(p Priority) float64 {
+func (t *Throttle[P]) RejectProbability(p P) float64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.probability(p)
+	return t.probability(t.class(p))
 }
 
 // probability requires t.mu held.
-func (t *Throttle) probability(p Priority) float64 {
-	p = min(p, Priorities-1)
+func (t *Throttle[P]) probability(c int) float64 {
 	t.slot()
 	now := int64(clock.Since(t.clk, t.epoch)) / t.bucket
 	var req, acc float64
 	for i, s := range t.stamp {
 		if s >= 0 && now-s < int64(t.buckets) {
-			req += t.req[p][i]
-			acc += t.acc[p][i]
+			req += t.req[c][i]
+			acc += t.acc[c][i]
 		}
 	}
 	return max(0, (req-t.k*acc)/(req+1))
 }
 
-// Allow decides whether to send a request of priority p, and counts it as
-// sent if so. A request refused here should fail at once (it is not sent).
-func (t *Throttle) Allow(p Priority) bool {
+// Allow decides whether to send a request of priority p, and counts it as a
+// request either way. A request refused here should fail at once (it is not
+// sent).
+func (t *Throttle[P]) Allow(p P) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	p = min(p, Priorities-1)
-	ok := t.rnd.Float64() >= t.probability(p) // from the history, before this request
+	c := t.class(p)
+	ok := t.rnd.Float64() >= t.probability(c) // from the history, before this request
 	// Requests refused locally still count as requests: that is what keeps
 	// the probability up while the server keeps refusing.
-	t.req[p][t.slot()]++
+	t.req[c][t.slot()]++
 	return ok
 }
 
 // Accepted records that the server accepted a request of priority p (any
 // response that is not an overload refusal).
-func (t *Throttle) Accepted(p Priority) {
+func (t *Throttle[P]) Accepted(p P) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	p = min(p, Priorities-1)
-	t.acc[p][t.slot()]++
-}
-
-// Budget caps retries at a share of requests: each request earns Ratio of a
-// retry (up to Max saved), each retry spends one. It keeps no history of
-// the server's answers, only what first attempts have earned, so an idle
-// spell after an overload never refuses a first attempt; retries come back
-// as new requests earn them. Safe for concurrent use.
-type Budget struct {
-	mu     sync.Mutex
-	ratio  float64
-	max    float64
-	tokens float64
-}
-
-// NewBudget returns a retry budget of ratio (e.g. 0.1: retries ≤ 10% of
-// requests), saving at most max retries; ratio in (0, 1], max ≥ 1.
-func NewBudget(ratio, max float64) (*Budget, error) {
-	if !(ratio > 0 && ratio <= 1) || !(max >= 1) {
-		return nil, fmt.Errorf("sluice/shed: budget ratio %v, max %v: need 0 < ratio ≤ 1 and max ≥ 1", ratio, max)
-	}
-	return &Budget{ratio: ratio, max: max}, nil
-}
-
-// Request records a first attempt, earning ratio of a retry.
-func (b *Budget) Request() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.tokens = min(b.tokens+b.ratio, b.max)
-}
-
-// TryRetry spends one retry if the budget has one.
-func (b *Budget) TryRetry() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
-}
-
-// Backoff is capped exponential backoff with full jitter: attempt k (1 for
-// the first retry) waits
-//
-//	U(0, min(Max, Base·2^(k−1)))
-//
-// but never less than the server's retry-after hint, and never zero.
-type Backoff struct {
-	Base time.Duration
-	Max  time.Duration
-}
-
-// Delay returns the wait before retry attempt k given the server's
-// retry-after hint (0 if none) and u, a uniform random number in [0, 1).
-func (b Backoff) Delay(k int, retryAfter time.Duration, u float64) time.Duration {
-	ceil := float64(b.Base) * math.Pow(2, float64(max(k, 1)-1))
-	if b.Max > 0 {
-		ceil = min(ceil, float64(b.Max))
-	}
-	return max(time.Duration(u*ceil), retryAfter, time.Nanosecond)
+	t.acc[t.class(p)][t.slot()]++
 }

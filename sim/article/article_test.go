@@ -1,4 +1,4 @@
-package sim
+package article
 
 import (
 	"encoding/json"
@@ -9,35 +9,35 @@ import (
 	"time"
 )
 
-func seedScenario(t testing.TB, name string) SeedScenario {
+func seedScenario(t testing.TB, name string) Scenario {
 	t.Helper()
-	s, err := FindSeedScenarios(SeedScenarios(), []string{name})
+	s, err := Find(Scenarios(), []string{name})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s[0]
 }
 
-func runSeed(t testing.TB, sc SeedScenario, seed uint64) *SeedResult {
+func runSeed(t testing.TB, sc Scenario, seed uint64) *Result {
 	t.Helper()
-	r, err := RunSeed(sc, seed)
+	r, err := Run(sc, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r
 }
 
-func figures(r *SeedResult) map[string]SeedFigure {
-	m := map[string]SeedFigure{}
+func figures(r *Result) map[string]Figure {
+	m := map[string]Figure{}
 	for _, f := range r.Figures {
 		m[f.Metric] = f
 	}
 	return m
 }
 
-func TestSeedScenariosMeetTheirTargets(t *testing.T) {
-	for _, sc := range SeedScenarios() {
-		if !IsSeedScenario(sc.Name) || sc.Description == "" || len(sc.Targets) == 0 {
+func TestScenariosMeetTheirTargets(t *testing.T) {
+	for _, sc := range Scenarios() {
+		if !IsScenario(sc.Name) || sc.Description == "" || len(sc.Targets) == 0 {
 			t.Errorf("%q: a seed scenario needs a seed- name, a description and targets", sc.Name)
 		}
 		for seed := uint64(1); seed <= 5; seed++ {
@@ -61,9 +61,9 @@ func TestSeedScenariosMeetTheirTargets(t *testing.T) {
 	}
 }
 
-// TestSeedFiguresAreTheArticles pins the deterministic figures: those the
+// TestFiguresAreTheArticles pins the deterministic figures: those the
 // article gives, and ours where the arrivals differ from its (see runGCRA).
-func TestSeedFiguresAreTheArticles(t *testing.T) {
+func TestFiguresAreTheArticles(t *testing.T) {
 	want := map[string]map[string][2]float64{ // value, of
 		"seed-boundary-attack": {
 			"fixed_window_admitted_2s": {200, 200}, "fixed_window_peak_60s": {200, 0},
@@ -92,8 +92,8 @@ func TestSeedFiguresAreTheArticles(t *testing.T) {
 	}
 }
 
-func TestSeedScenariosAreDeterministic(t *testing.T) {
-	js := func(sc SeedScenario, seed uint64) string {
+func TestScenariosAreDeterministic(t *testing.T) {
+	js := func(sc Scenario, seed uint64) string {
 		r := runSeed(t, sc, seed)
 		r.Seed = 0
 		b, err := json.Marshal(r)
@@ -102,7 +102,7 @@ func TestSeedScenariosAreDeterministic(t *testing.T) {
 		}
 		return string(b)
 	}
-	for _, sc := range SeedScenarios() {
+	for _, sc := range Scenarios() {
 		a, b, c := js(sc, 7), js(sc, 7), js(sc, 8)
 		if a != b {
 			t.Errorf("%s: two runs with seed 7 differ:\n%s\n%s", sc.Name, a, b)
@@ -190,17 +190,17 @@ func TestSlidingWindowTargetsHoldAcrossSeeds(t *testing.T) {
 }
 
 func TestSeedTargetsAreJudged(t *testing.T) {
-	sc := SeedScenario{
+	sc := Scenario{
 		Name: "seed-test",
 		Targets: []Target{
-			exactly("a", 3), AtLeast("b", 2), AtMost("c_ratio", 0.5),
+			Exactly("a", 3), AtLeast("b", 2), AtMost("c_ratio", 0.5),
 			{Metric: "c", Min: new(1.0), Max: new(3.0)},
 		},
-		run: func(uint64) ([]SeedFigure, error) {
-			return []SeedFigure{{Metric: "a", Value: 3}, {Metric: "b", Value: 1}, {Metric: "c", Value: 2, Of: 3}, {Metric: "d", Value: 9}}, nil
+		run: func(uint64) ([]Figure, error) {
+			return []Figure{{Metric: "a", Value: 3}, {Metric: "b", Value: 1}, {Metric: "c", Value: 2, Of: 3}, {Metric: "d", Value: 9}}, nil
 		},
 	}
-	r, err := RunSeed(sc, 1)
+	r, err := Run(sc, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,17 +218,17 @@ func TestSeedTargetsAreJudged(t *testing.T) {
 	}
 
 	sc.Targets = []Target{AtMost("d_ratio", 1)} // d has no Of
-	if _, err := RunSeed(sc, 1); err == nil || !strings.Contains(err.Error(), "names no figure") {
+	if _, err := Run(sc, 1); err == nil || !strings.Contains(err.Error(), "names no figure") {
 		t.Errorf("a target on no figure: err %v", err)
 	}
-	if _, err := RunSeed(SeedScenario{Name: "seed-x"}, 1); err == nil {
+	if _, err := Run(Scenario{Name: "seed-x"}, 1); err == nil {
 		t.Error("a seed scenario without a run: no error")
 	}
-	if _, err := FindSeedScenarios(SeedScenarios(), []string{"seed-gcra", "seed-bogus"}); err == nil ||
+	if _, err := Find(Scenarios(), []string{"seed-gcra", "seed-bogus"}); err == nil ||
 		!strings.Contains(err.Error(), `"seed-bogus"`) {
-		t.Errorf("FindSeedScenarios with an unknown name: err %v", err)
+		t.Errorf("FindScenarios with an unknown name: err %v", err)
 	}
-	if IsSeedScenario("no-harm") {
-		t.Error(`IsSeedScenario("no-harm")`)
+	if IsScenario("no-harm") {
+		t.Error(`IsScenario("no-harm")`)
 	}
 }

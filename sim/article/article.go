@@ -1,10 +1,21 @@
-package sim
+// Package article is the rate-limiting article's proof: it replays the
+// simulations of the article the ratelimit package was seeded from (System
+// Design, Plainly — Part 6) against the real ratelimit code on a virtual
+// clock, measures the figures the article quotes, and checks the ones that
+// carry its claims.
+//
+// A replay offers a client's requests one by one to a fresh
+// ratelimit.Limiter at their exact instants; unlike a sim.Scenario it has
+// no server and no policy: the limiter is the system. `sluice sim` runs the
+// replays as its seed-* scenarios.
+package article
 
 import (
 	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,27 +23,39 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
-// SeedScenario is one of the simulations of the rate-limiting article the
-// ratelimit package was seeded from (System Design, Plainly — Part 6), replayed
-// against the real ratelimit code on a virtual clock: a client's requests are
-// offered one by one to a fresh Limiter at their exact instants, and the
-// figures the article quotes are measured from its decisions. Unlike a
-// Scenario it has no server and no policy: the limiter is the system.
-//
-// Each figure comes with the article's value, and Targets check the figures
-// that carry the article's claim. Only seed-sliding-window is random (Poisson
-// arrivals from the seed); the others offer the same requests for every seed.
-type SeedScenario struct {
+// Scenario is one of the article's simulations, replayed. Each figure
+// comes with the article's value, and Targets check the figures that carry
+// the article's claim. Only seed-sliding-window is random (Poisson arrivals
+// from the seed); the others offer the same requests for every seed.
+type Scenario struct {
 	Name        string
 	Description string
 	// Targets are judged on the figures: a target's Metric is a figure's
 	// Metric, or a figure's Metric plus "_ratio" for Value/Of.
 	Targets []Target
-	run     func(seed uint64) ([]SeedFigure, error)
+	run     func(seed uint64) ([]Figure, error)
 }
 
-// SeedFigure is one measured figure of a seed scenario.
-type SeedFigure struct {
+// Target is one pass/fail check of a replay: the named figure (or its
+// Value/Of, when Metric is the figure's Metric plus "_ratio") must be within
+// [Min, Max]; a nil bound is no bound.
+type Target struct {
+	Metric string
+	Min    *float64
+	Max    *float64
+}
+
+// AtLeast builds a target that metric ≥ v.
+func AtLeast(metric string, v float64) Target { return Target{Metric: metric, Min: &v} }
+
+// AtMost builds a target that metric ≤ v.
+func AtMost(metric string, v float64) Target { return Target{Metric: metric, Max: &v} }
+
+// Exactly builds a target that metric = v.
+func Exactly(metric string, v float64) Target { return Target{Metric: metric, Min: &v, Max: &v} }
+
+// Figure is one measured figure of a replay.
+type Figure struct {
 	Metric string  `json:"metric"`
 	Value  float64 `json:"value"`
 	// Of is what Value is a count out of (requests offered), 0 if nothing.
@@ -46,35 +69,44 @@ type SeedFigure struct {
 	Pass bool `json:"pass"`
 }
 
-// SeedResult is what one run of a seed scenario measured.
-type SeedResult struct {
-	Scenario string       `json:"scenario"`
-	Seed     uint64       `json:"seed"`
-	Figures  []SeedFigure `json:"figures"`
+// Result is what one replay measured.
+type Result struct {
+	Scenario string   `json:"scenario"`
+	Seed     uint64   `json:"seed"`
+	Figures  []Figure `json:"figures"`
 	// Pass reports whether every target was met.
 	Pass bool `json:"pass"`
 }
 
-// IsSeedScenario reports whether name is a seed scenario's name (seed-…).
-func IsSeedScenario(name string) bool { return strings.HasPrefix(name, "seed-") }
+// IsScenario reports whether name is a replay's name (seed-…), the names
+// `sluice sim` tells from its policy scenarios by.
+func IsScenario(name string) bool { return strings.HasPrefix(name, "seed-") }
 
-// FindSeedScenarios returns the named seed scenarios from all, in the order
-// named.
-func FindSeedScenarios(all []SeedScenario, names []string) ([]SeedScenario, error) {
-	return findByName(all, names, func(x SeedScenario) string { return x.Name }, "scenario")
+// Find returns the named scenarios from all, in the order named, or an
+// error naming the first unknown one.
+func Find(all []Scenario, names []string) ([]Scenario, error) {
+	var out []Scenario
+	for _, n := range names {
+		i := slices.IndexFunc(all, func(x Scenario) bool { return x.Name == n })
+		if i < 0 {
+			return nil, fmt.Errorf("sim: unknown scenario %q", n)
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
 }
 
-// RunSeed runs seed scenario sc with the given seed and judges its targets.
-// The same inputs give the same SeedResult, to the bit.
-func RunSeed(sc SeedScenario, seed uint64) (*SeedResult, error) {
+// Run replays scenario sc with the given seed and judges its targets. The
+// same inputs give the same Result, to the bit.
+func Run(sc Scenario, seed uint64) (*Result, error) {
 	if sc.run == nil {
-		return nil, fmt.Errorf("sim: seed scenario %q: not one of SeedScenarios", sc.Name)
+		return nil, fmt.Errorf("sim: seed scenario %q: not one of article.Scenarios", sc.Name)
 	}
 	figs, err := sc.run(seed)
 	if err != nil {
 		return nil, fmt.Errorf("sim: seed scenario %q: %w", sc.Name, err)
 	}
-	r := &SeedResult{Scenario: sc.Name, Seed: seed, Figures: figs, Pass: true}
+	r := &Result{Scenario: sc.Name, Seed: seed, Figures: figs, Pass: true}
 	for i := range r.Figures {
 		r.Figures[i].Pass = true
 	}
@@ -88,7 +120,7 @@ func RunSeed(sc SeedScenario, seed uint64) (*SeedResult, error) {
 			}
 		}
 		if i < 0 {
-			return nil, fmt.Errorf("sim: seed scenario %q: target %v names no figure", sc.Name, t)
+			return nil, fmt.Errorf("sim: seed scenario %q: the target on %s names no figure", sc.Name, t.Metric)
 		}
 		f := &r.Figures[i]
 		v := f.Value
@@ -101,6 +133,26 @@ func RunSeed(sc SeedScenario, seed uint64) (*SeedResult, error) {
 		r.Pass = r.Pass && pass
 	}
 	return r, nil
+}
+
+// RunSeeds replays every scenario of scs with each of the seeds seed …
+// seed+seeds−1: out[i][k] is scenario i's Result with seed+k, or nil where
+// the replay failed; errs holds the failures, scenario by scenario and seed
+// by seed.
+func RunSeeds(scs []Scenario, seed uint64, seeds int) (out [][]*Result, errs []error) {
+	out = make([][]*Result, len(scs))
+	for i, sc := range scs {
+		out[i] = make([]*Result, seeds)
+		for k := range seeds {
+			r, err := Run(sc, seed+uint64(k))
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			out[i][k] = r
+		}
+	}
+	return out, errs
 }
 
 func joinTarget(a, b string) string {
@@ -132,23 +184,20 @@ func seedTargetString(t Target, ratio bool) string {
 	return ""
 }
 
-// exactly builds a target that metric = v.
-func exactly(metric string, v float64) Target { return Target{Metric: metric, Min: &v, Max: &v} }
-
-// SeedScenarios returns the four simulations of the rate-limiting article
+// Scenarios returns the four simulations of the rate-limiting article
 // (../shared/reference/rate-limiting-article.txt): the boundary attack on a
 // fixed window, the token bucket's bursts, the sliding window counter's
 // estimate error and GCRA's spacing.
-func SeedScenarios() []SeedScenario {
-	return []SeedScenario{
+func Scenarios() []Scenario {
+	return []Scenario{
 		{
 			Name: "seed-boundary-attack",
 			Description: "100/min: 100 requests in the last second of a minute and 100 in the first second of the next, " +
 				"against the fixed window, the sliding log and the sliding window counter",
 			Targets: []Target{
-				exactly("fixed_window_admitted_2s", 200),
-				exactly("fixed_window_peak_60s", 200),
-				exactly("sliding_log_admitted_2s", 100),
+				Exactly("fixed_window_admitted_2s", 200),
+				Exactly("fixed_window_peak_60s", 200),
+				Exactly("sliding_log_admitted_2s", 100),
 				AtMost("sliding_log_peak_60s", 100),
 				// The counter only estimates the rolling count; its
 				// error here is small but not zero.
@@ -161,9 +210,9 @@ func SeedScenarios() []SeedScenario {
 			Description: "token bucket 100/s, burst 500: a burst of 500 over 50 ms, another 2 s later, " +
 				"then 1,000 requests at 100/s from the moment the bucket is drained",
 			Targets: []Target{
-				exactly("first_burst_admitted", 500),
-				exactly("second_burst_admitted", 205),
-				exactly("steady_admitted", 1000),
+				Exactly("first_burst_admitted", 500),
+				Exactly("second_burst_admitted", 205),
+				Exactly("steady_admitted", 1000),
 			},
 			run: runTokenBucket,
 		},
@@ -188,9 +237,9 @@ func SeedScenarios() []SeedScenario {
 			Description: "GCRA 100/s with 100 ms tolerance (burst 11): a burst of 20, " +
 				"then 200/s for the rest of the half second, then 50/s for 2 s",
 			Targets: []Target{
-				exactly("burst_admitted", 11),
-				exactly("at_200rps_admitted", 49),
-				exactly("at_50rps_admitted", 100),
+				Exactly("burst_admitted", 11),
+				Exactly("at_200rps_admitted", 49),
+				Exactly("at_50rps_admitted", 100),
 				AtLeast("min_spacing_ms", 10),
 			},
 			run: runGCRA,
@@ -198,8 +247,12 @@ func SeedScenarios() []SeedScenario {
 	}
 }
 
-// offered is a client's requests, at offsets from the start of the run (the
-// simulator's epoch, a minute boundary), in time order.
+// epoch is the wall time a replay's virtual clock starts at: a minute
+// boundary (the simulator's epoch).
+var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// offered is a client's requests, at offsets from the start of the run
+// (epoch), in time order.
 type offered []time.Duration
 
 // evenly returns n requests spread evenly over span from start: the first at
@@ -275,11 +328,11 @@ func peak(at offered, res []ratelimit.Result, w time.Duration) int {
 
 // runBoundaryAttack: the article's boundary burst. A 100-per-minute limit;
 // the client sends 100 requests 10 ms apart in 0:59–1:00 and 100 in 1:00–1:01.
-func runBoundaryAttack(uint64) ([]SeedFigure, error) {
+func runBoundaryAttack(uint64) ([]Figure, error) {
 	lim := ratelimit.Limit{Rate: 100, Period: time.Minute}
 	at := append(every(59*time.Second, 100, 10*time.Millisecond), every(time.Minute, 100, 10*time.Millisecond)...)
 	n := float64(len(at))
-	var figs []SeedFigure
+	var figs []Figure
 	for _, a := range []struct {
 		alg                   ratelimit.Algorithm
 		name                  string
@@ -294,8 +347,8 @@ func runBoundaryAttack(uint64) ([]SeedFigure, error) {
 			return nil, err
 		}
 		figs = append(figs,
-			SeedFigure{Metric: a.name + "_admitted_2s", Value: float64(peak(at, res, 2*time.Second)), Of: n, Article: a.article2s},
-			SeedFigure{Metric: a.name + "_peak_60s", Value: float64(peak(at, res, time.Minute)), Article: a.article60s})
+			Figure{Metric: a.name + "_admitted_2s", Value: float64(peak(at, res, 2*time.Second)), Of: n, Article: a.article2s},
+			Figure{Metric: a.name + "_peak_60s", Value: float64(peak(at, res, time.Minute)), Article: a.article60s})
 	}
 	return figs, nil
 }
@@ -305,7 +358,7 @@ func runBoundaryAttack(uint64) ([]SeedFigure, error) {
 // the second at 2 s (200 tokens refilled, 5 more while it arrives); then
 // 1,000 requests at 100/s, the first 10 ms after the second burst's last,
 // when the drained bucket has refilled exactly one token.
-func runTokenBucket(uint64) ([]SeedFigure, error) {
+func runTokenBucket(uint64) ([]Figure, error) {
 	lim := ratelimit.Limit{Rate: 100, Period: time.Second, Burst: 500}
 	burst := 50 * time.Millisecond
 	at := append(evenly(0, 500, burst), evenly(2*time.Second, 500, burst)...)
@@ -314,7 +367,7 @@ func runTokenBucket(uint64) ([]SeedFigure, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []SeedFigure{
+	return []Figure{
 		{Metric: "first_burst_admitted", Value: float64(admitted(res, 0, 500)), Of: 500, Article: "500 of 500"},
 		{Metric: "second_burst_admitted", Value: float64(admitted(res, 500, 1000)), Of: 500, Article: "205 of 500"},
 		{Metric: "steady_admitted", Value: float64(admitted(res, 1000, 2000)), Of: 1000, Article: "1000 of 1000"},
@@ -363,7 +416,7 @@ func poisson(r *rand.Rand, phases []ratePhase, end time.Duration) offered {
 // held the spike: the counter's assumption that the previous window was
 // evenly spread is wrong there, and the figures of that minute show by how
 // much (no article figure, no target).
-func runSlidingWindow(seed uint64) ([]SeedFigure, error) {
+func runSlidingWindow(seed uint64) ([]Figure, error) {
 	const limit = 100
 	big := ratelimit.Limit{Rate: 10000, Period: time.Minute}
 	r := rand.New(rand.NewPCG(seed, 7))
@@ -398,7 +451,7 @@ func runSlidingWindow(seed uint64) ([]SeedFigure, error) {
 	if s[0].n == 0 {
 		return nil, fmt.Errorf("no requests drawn")
 	}
-	return []SeedFigure{
+	return []Figure{
 		{Metric: "mean_abs_error", Value: s[0].sum / float64(s[0].n), Article: "2.44"},
 		{Metric: "max_abs_error", Value: s[0].max, Article: "8"},
 		{Metric: "decisions_flipped", Value: float64(s[0].flipped), Of: float64(s[0].n), Article: "1 of 239"},
@@ -412,7 +465,7 @@ func runSlidingWindow(seed uint64) ([]SeedFigure, error) {
 // the half second (5 ms … 495 ms, 99 requests); then 50/s for two seconds
 // from 0.5 s (100 requests). min_spacing_ms is the smallest gap between two
 // requests admitted after the burst.
-func runGCRA(uint64) ([]SeedFigure, error) {
+func runGCRA(uint64) ([]Figure, error) {
 	lim := ratelimit.Limit{Rate: 100, Period: time.Second, Burst: 11}
 	at := every(0, 20, 0)
 	at = append(at, every(5*time.Millisecond, 99, 5*time.Millisecond)...)
@@ -430,7 +483,7 @@ func runGCRA(uint64) ([]SeedFigure, error) {
 			last = at[i]
 		}
 	}
-	return []SeedFigure{
+	return []Figure{
 		{Metric: "burst_admitted", Value: float64(admitted(res, 0, 20)), Of: 20, Article: "11 of 20"},
 		{Metric: "at_200rps_admitted", Value: float64(admitted(res, 20, 119)), Of: 99, Article: "49 of 98"},
 		{Metric: "at_50rps_admitted", Value: float64(admitted(res, 119, 219)), Of: 100, Article: "99 of 100"},
