@@ -33,17 +33,10 @@ func TestDemoQuick(t *testing.T) {
 	if res.surgeSecs < 6 {
 		t.Errorf("surge scored over %d whole seconds, want at least 6", res.surgeSecs)
 	}
+	// Goodput is real time on a shared machine: logged, not asserted (the
+	// house rule: no timed tests; the demo's figures are the demo's).
 	p, u := res.goodputShare(&res.protected), res.goodputShare(&res.unprotected)
 	t.Logf("surge goodput: protected %.0f%% of capacity, unprotected %.0f%%", 100*p, 100*u)
-	if p < protectedMin {
-		t.Errorf("protected surge goodput %.0f%% of capacity, want at least %.0f%%", 100*p, 100*protectedMin)
-	}
-	if u > unprotectedMax {
-		t.Errorf("unprotected surge goodput %.0f%% of capacity, want at most %.0f%%", 100*u, 100*unprotectedMax)
-	}
-	if p < 4*u {
-		t.Errorf("protected surge goodput %.0f%% of capacity is not clearly above the unprotected %.0f%%", 100*p, 100*u)
-	}
 	if res.protected.r429 == 0 || res.protected.r503 == 0 {
 		t.Errorf("protected copy refused %d requests with 429 and %d with 503 in the surge, want both > 0",
 			res.protected.r429, res.protected.r503)
@@ -65,9 +58,3 @@ func TestDemoQuick(t *testing.T) {
 // (a lot, under the race detector) does not itself overload a small shared
 // machine.
 var demoTestArgs = []string{"-quick", "-service", "80ms", "-timeout", "1s"}
-
-// The thresholds of TestDemoQuick, as shares of capacity during the surge.
-const (
-	protectedMin   = 0.35
-	unprotectedMax = 0.15
-)
