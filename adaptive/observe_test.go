@@ -2,6 +2,7 @@ package adaptive
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/sluicehq/sluice/metrics"
@@ -28,8 +29,9 @@ func TestDecisionLabels(t *testing.T) {
 		if got := decision(tc.err); got != tc.want {
 			t.Errorf("decision(%v) = %v, want %v", tc.err, got, tc.want)
 		}
-		if got := refusal(tc.err); got != tc.refusal {
-			t.Errorf("refusal(%v) = %v, want %v", tc.err, got, tc.refusal)
+		// observe counts a refusal by the wrapping every gate refusal declares.
+		if got := errors.Is(tc.err, ErrLimitExceeded); got != tc.refusal {
+			t.Errorf("errors.Is(%v, ErrLimitExceeded) = %v, want %v", tc.err, got, tc.refusal)
 		}
 	}
 	for _, tc := range []struct {

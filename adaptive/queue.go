@@ -2,6 +2,7 @@ package adaptive
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -296,22 +297,12 @@ func (q *queue) admitWaiter(w *waiter, now int64) (Token, bool) {
 // observe counts a refusal of the gate (not a caller that gave up) in the
 // window and reports the acquisition that ended with err to the observer.
 func (l *Limiter) observe(err error, partition string, wait time.Duration) {
-	if refusal(err) {
+	if errors.Is(err, ErrLimitExceeded) { // every refusal of the gate wraps it
 		l.win.of().rejected.Add(1)
 	}
 	if l.obs != nil {
 		l.obs.GateDecision(decision(err), partition, wait)
 	}
-}
-
-// refusal reports whether err is one of the gate's refusals (all wrap
-// ErrLimitExceeded), as opposed to the end of the caller's context.
-func refusal(err error) bool {
-	switch err {
-	case ErrLimitExceeded, ErrQueueFull, ErrDeadlineUnmeetable, ErrQueueTimeout, ErrFrontQueue:
-		return true
-	}
-	return false
 }
 
 // decision is how an observer sees an acquisition that ended with err: the
