@@ -501,6 +501,16 @@ func (l *Limiter) maybeFlush(now int64) {
 		if elapsed < l.minWin {
 			return // another goroutine closed it just now
 		}
+		if act := l.activeSince(now, elapsed, count); act-start >= l.maxWin {
+			// An idle gap: the window's oldest completed request was
+			// admitted a whole maximum window after it began (a server
+			// started before its traffic, or idle for a while). The
+			// window begins at that admission instead, so that its rate
+			// is the traffic's and not spread over the gap.
+			l.winStart.Store(act)
+			l.due.Store(act + l.minWin)
+			return
+		}
 		if count+drops < l.minSamp && elapsed < l.maxWin {
 			// Not enough yet: look again a little later rather than on
 			// every release.
@@ -529,6 +539,18 @@ func (l *Limiter) maybeFlush(now int64) {
 	}
 	next := l.learn(&s, now)
 	l.setLimit(min(max(next, l.minLim), l.maxLim))
+}
+
+// activeSince returns, for a window that lasted at least its maximum and
+// completed count > 0 requests, the admission of its oldest completed
+// request (now minus its slowest RTT); otherwise the window's start (no
+// scan of the shards). A window of drops alone is never moved: its drops
+// must reach the algorithm.
+func (l *Limiter) activeSince(now, elapsed, count int64) int64 {
+	if elapsed < l.maxWin || count == 0 {
+		return now - elapsed
+	}
+	return now - l.win.slowest()
 }
 
 // learn feeds the window to the model and the algorithm, runs the probe

@@ -210,6 +210,44 @@ func TestWindowClosesOnTheReleaseThatFindsItDue(t *testing.T) {
 	}
 }
 
+// A gate created before its traffic (or idle for a while) does not spread
+// its first window over the gap: the window begins at the admission of its
+// oldest completed request, so the traffic's first window reports its own
+// length and rate (a 2 s window holding 100 ms of traffic read a rate
+// twenty times too low, and a cold start's probe took it as the service's
+// throughput).
+func TestWindowAfterAnIdleGapStartsWithTheTraffic(t *testing.T) {
+	c := clock.NewManual(t0)
+	alg := &scripted{initial: 10}
+	l := mustNew(t, alg, WithClock(c), WithWindow(100*time.Millisecond, time.Second), WithMinSamples(3))
+	c.Advance(2 * time.Second) // idle
+	var toks []Token
+	for range 5 {
+		tok, ok := l.TryAcquire()
+		if !ok {
+			t.Fatal("refused")
+		}
+		toks = append(toks, tok)
+		c.Advance(4 * time.Millisecond)
+	}
+	toks[0].Success() // at 2.02 s: the first release, 20 ms of traffic
+	if len(alg.samples) != 0 {
+		t.Fatalf("a window closed over the idle gap: %+v", alg.samples[0])
+	}
+	// Releases at 2.04, 2.06, 2.08 and 2.10 s: the last one finds the
+	// window due, 100 ms after the first admission.
+	for i := 1; i < len(toks); i++ {
+		c.Advance(20 * time.Millisecond)
+		toks[i].Success()
+	}
+	if len(alg.samples) != 1 {
+		t.Fatalf("%d windows closed, want 1", len(alg.samples))
+	}
+	if s := alg.samples[0]; s.Window != 100*time.Millisecond || s.Count != 5 {
+		t.Fatalf("window of %v with %d samples, want the 100ms since the first admission, 5", s.Window, s.Count)
+	}
+}
+
 func TestWindowWaitsForSamplesUntilItsMaximum(t *testing.T) {
 	c := clock.NewManual(t0)
 	alg := &scripted{initial: 5}

@@ -59,6 +59,16 @@ type FloorProber interface {
 //     unconfirmed and the service is overloaded: probeLoad of the callers
 //     refused (smoothed over a few windows), or probeGap of continuous
 //     saturation; or
+//
+//     A cold start probes up before it probes down (see stepUp): when the
+//     window that triggers it is not censored (see censored), the limit
+//     doubles once; if the throughput doubles at the same RTT the floor is
+//     measured at two concurrencies and the gate keeps the doubled limit,
+//     without the full probe's halvings (a service whose callers need more
+//     than the initial limit but never queue — an I/O-bound one — is then
+//     refused only in its first window or two). Otherwise the full probe
+//     follows from the initial limit;
+//
 //   - the service may have slowed: in two saturated windows in a row,
 //     cutting the concurrency did not make the RTT faster, or the mean RTT
 //     at the saturating limit was above what the model expects (see
@@ -123,6 +133,7 @@ type model struct {
 	probe      probe
 	probeEnd   int64 // ns: when the last probe ended; −1: none yet
 	checkEvery int64 // ns: the saturation between checks that keeps their cost within checkBudget
+	born       int64 // ns: when the first window with completions began; −1: none yet
 	probeMinL  int64 // the gate's minimum limit
 	probeMaxL  int64 // the gate's maximum limit
 }
@@ -138,19 +149,27 @@ type histPoint struct {
 type probe struct {
 	on       bool
 	check    bool    // only check the floor at the knee (see checkOnly)
-	base     int64   // the limit to return to
-	level    int64   // the probe's limit now
-	step     int     // levels below the reference so far; 0: the reference
-	drains   int     // draining windows at this level
-	windows  int     // measuring windows at this level
-	cnt, dur float64 // successes and seconds measured at this level
-	done     float64 // completions (successes and drops)
-	rttSum   float64 // Σ Count·RTT of the measuring windows at this level
-	avgSum   float64 // Σ Count·AvgRTT
-	prevX    float64 // the throughput of the level above
-	prevN    float64 // the completions it was measured over
-	atKnee   bool    // the knee is crossed: measuring the floor at this level
-	maxX     float64 // the highest throughput of the levels that kept it
+	up       bool    // probing up: the level is twice the reference's (see upProbe)
+	upOK     bool    // an up-probe's doubling grew at the floor's RTT: the floor is measured
+	refL     int64   // an up-probe's reference: the limit of the window that triggered it,
+	refX     float64 // its completion rate,
+	refN     float64 // its completions,
+	refRTT   float64 // and its RTT statistic and mean
+	refAvg   float64
+	maxRTT   time.Duration // the slowest request of the measuring windows at this level
+	base     int64         // the limit to return to
+	level    int64         // the probe's limit now
+	step     int           // levels below the reference so far; 0: the reference
+	drains   int           // draining windows at this level
+	windows  int           // measuring windows at this level
+	cnt, dur float64       // successes and seconds measured at this level
+	done     float64       // completions (successes and drops)
+	rttSum   float64       // Σ Count·RTT of the measuring windows at this level
+	avgSum   float64       // Σ Count·AvgRTT
+	prevX    float64       // the throughput of the level above
+	prevN    float64       // the completions it was measured over
+	atKnee   bool          // the knee is crossed: measuring the floor at this level
+	maxX     float64       // the highest throughput of the levels that kept it
 }
 
 // The tuned numbers of the model and the probe, in one table.
@@ -257,6 +276,13 @@ const (
 	drainShare  = 0.05
 	// probeSteps: the most halvings of one probe (1/256 of the limit).
 	probeSteps = 8
+	// littleShare: a window whose completions (rate · mean RTT, Little's
+	// law) explain less than this share of the concurrency it held is
+	// censored (see censored). In a steady window the two agree to within
+	// the noise of the mean (±17% over 70 requests of the zoo's bimodal
+	// service, ±12% of an exponential's); the first window of a cold start
+	// into 64 cores of it reads 0.59, the next, at twice the limit, 0.49.
+	littleShare = 2.0 / 3
 	// slowLook, slowCut and slowFlat: the service may have slowed when a
 	// saturated window held at most slowCut of the concurrency of one of
 	// the slowLook saturated windows before it, with an RTT no faster than
@@ -268,7 +294,7 @@ const (
 )
 
 func newModel(minLimit, maxLimit int64) model {
-	return model{satSince: -1, probeEnd: -1, probeMinL: minLimit, probeMaxL: maxLimit}
+	return model{satSince: -1, probeEnd: -1, born: -1, probeMinL: minLimit, probeMaxL: maxLimit}
 }
 
 // band is the relative noise of the mean RTT of n requests (see floorNoise).
@@ -347,6 +373,9 @@ func (m *model) measured(rtt, avg, n float64) {
 // windows that show it, the throughput from saturated ones. It reports
 // whether the window showed the floor.
 func (m *model) observe(s *Sample, now int64) (shown bool) {
+	if m.born < 0 && s.Count > 0 {
+		m.born = now - int64(s.Window)
+	}
 	if all := s.Rejected + s.Count + s.Dropped; all > 0 {
 		m.refused += refusedAlpha * (float64(s.Rejected)/float64(all) - m.refused)
 	}
@@ -450,6 +479,7 @@ const (
 	noProbe   = iota
 	fullProbe // halve down to the knee
 	checkOnly // hold the knee for one window
+	upProbe   // double the limit once, then halve down if that did not pay
 )
 
 // want returns the probe to start after window s, if any (see model).
@@ -466,6 +496,8 @@ func (m *model) want(s *Sample, now int64, slow bool) int {
 		return noProbe
 	case m.probeEnd >= 0 && now-m.probeEnd < int64(probeGap):
 		return noProbe
+	case !m.confirmed && m.floor == 0 && m.up(s, now):
+		return upProbe
 	case slow || m.doubt || (!m.confirmed && m.floor == 0):
 		return fullProbe
 	case !m.confirmed && (m.refused >= probeLoad || (m.satSince >= 0 && now-m.satSince >= int64(probeGap))):
@@ -493,6 +525,13 @@ func (m *model) want(s *Sample, now int64, slow bool) int {
 func (m *model) start(s *Sample, base int64, kind int) int64 {
 	m.probe = probe{on: true, base: base, level: int64(s.Limit), check: kind == checkOnly}
 	m.hist, m.histN = [slowLook]histPoint{}, 0
+	if kind == upProbe && base >= int64(s.Limit) {
+		p := &m.probe
+		p.up, p.refL, p.refX, p.refN = true, int64(s.Limit), float64(s.Count+s.Dropped)/s.Window.Seconds(), float64(s.Count+s.Dropped)
+		p.refRTT, p.refAvg = float64(s.RTT), float64(s.AvgRTT)
+		p.level = min(2*p.refL, m.probeMaxL)
+		return p.level
+	}
 	if m.probe.check {
 		if k := int64(math.Ceil(checkDepth*m.knee() - 1e-9)); k < m.probe.level {
 			m.probe.level = max(k, m.probeMinL)
@@ -509,6 +548,7 @@ func (m *model) start(s *Sample, base int64, kind int) int64 {
 
 // add counts a measuring window at the probe's level.
 func (p *probe) add(s *Sample) {
+	p.maxRTT = max(p.maxRTT, s.MaxRTT)
 	p.windows++
 	p.cnt += float64(s.Count)
 	p.done += float64(s.Count + s.Dropped)
@@ -531,11 +571,26 @@ func (m *model) stepProbe(s *Sample, now int64) int64 {
 	}
 	if !s.Saturated() {
 		// The demand fell below the probe's limit: it cannot find the knee
-		// (the window itself, at low concurrency, shows the floor).
+		// (the window itself, at low concurrency, shows the floor). Above
+		// an up-probe's reference, at an RTT as flat as the reference's,
+		// it also confirms the floor, and the demand fits under the level;
+		// after a doubling that grew, the level below it is kept too.
 		m.observe(s, now)
+		if p.up && p.flat(float64(s.RTT), float64(s.AvgRTT), s.Count) && m.floor > 0 && !m.censored(s, now) {
+			// The demand fitted under the level at the floor's RTT: the
+			// level stays, room for the demand's peaks.
+			m.confirmed = true
+			p.base = max(p.base, p.level)
+		}
+		if p.upOK {
+			p.base = max(p.base, p.refL)
+		}
 		return m.end(now, 0)
 	}
 	p.add(s)
+	if p.up {
+		return m.stepUp(s, now)
+	}
 	if p.check || p.atKnee {
 		return m.underKnee(s, now)
 	}
@@ -573,6 +628,125 @@ func (m *model) stepProbe(s *Sample, now int64) int64 {
 	p.step++
 	p.level = max(m.probeMinL, p.level/2)
 	p.drains, p.windows, p.cnt, p.done, p.dur, p.rttSum, p.avgSum = 0, 0, 0, 0, 0, 0, 0
+	return p.level
+}
+
+// censored reports whether window s closed too soon after the first
+// requests for its RTTs to be the service's: at a cold start only the
+// requests faster than the time since the first one can have completed, so
+// the slow ones are missing and the window reads fast (on 64 cores at a
+// mean of 64 ms, the first two windows read 33 ms). Two signs, either of
+// which marks it:
+//
+//   - its slowest request took more than half the time since the first
+//     window began: requests twice as slow as any it saw could not have
+//     completed yet;
+//   - its completions explain less than littleShare of the concurrency it
+//     held (Little's law: held ≈ rate · mean RTT): the rest is requests
+//     slower than those it saw, still in flight (a service with a few very
+//     slow requests, whose slowest seen is still the fast kind).
+func (m *model) censored(s *Sample, now int64) bool {
+	return m.born < 0 || 2*float64(s.MaxRTT) > float64(now-m.born) ||
+		s.Rate()*s.AvgRTT.Seconds() < littleShare*float64(s.Held())
+}
+
+// up reports whether a cold start may probe up from window s (see stepUp):
+// the limit can double, the window is clean (no requests of a higher limit
+// in flight, few drops) and its RTTs are not censored.
+func (m *model) up(s *Sample, now int64) bool {
+	return int64(s.Limit) < m.probeMaxL && s.MaxInFlight <= s.Limit && dropsOK(s) && !m.censored(s, now)
+}
+
+// flat reports whether an RTT measured over n requests at an up-probe's
+// level is the reference's to within its noise, in its statistic and in its
+// mean: the doubled concurrency added no queueing.
+func (p *probe) flat(rtt, avg float64, n int) bool {
+	b := 1 + band(n)
+	return rtt <= p.refRTT*b && avg <= p.refAvg*b
+}
+
+// stepUp takes a saturated window of an up-probe: a cold start into a
+// saturated gate doubles the limit before it halves it (BBR's order: probe
+// for bandwidth at the same RTT first). Against the reference — the window
+// at the limit L that triggered it — the level 2L's completion rate is
+// tested for the doubling: clearly above halfway between the reference's
+// rate and twice it (two standard errors of the difference of two Poisson
+// counts), or clearly below, over probeDecide to probeSamples completions
+// (undecided at probeSamples or probeWindows: by the point estimate).
+//
+//   - It grew, and its rate is at least 1 − probeFell of twice the
+//     reference's, at an RTT as flat as the reference's: neither level queued,
+//     and both measured the floor: it is confirmed, and the limit doubles
+//     again, the doubled level now the reference and the floor its RTT
+//     (BBR's startup: double while the throughput doubles).
+//   - After a doubling that grew, one that did not grow, or grew at a
+//     slower RTT, has passed the knee: the probe ends, the floor measured,
+//     the throughput the new level's, and the limit at least the last level
+//     that grew (the knee lies between the two).
+//   - The first doubling did not grow, or grew at a slower RTT: the
+//     service was saturated at L, or L was near the knee. The probe halves
+//     on from L, with the doubled level's rate as the level above.
+//
+// What it costs: the levels that grew refused fewer callers than L would
+// have; the one past the knee holds at most twice the knee's concurrency
+// (more queueing, no more refusals) for at most probeWindows windows, once
+// per cold start.
+func (m *model) stepUp(s *Sample, now int64) int64 {
+	p := &m.probe
+	x := p.done / p.dur
+	r := float64(p.level) / float64(p.refL)
+	mark := p.refX * (1 + (r-1)/2)
+	z := 2 * math.Sqrt(1/p.done+1/max(p.refN, 1))
+	grew := x*(1-z) >= mark
+	decided := p.done >= probeDecide && (grew || x*(1+z) < mark)
+	if !decided && p.done < probeSamples && p.windows < probeWindows {
+		return p.level
+	}
+	if !decided {
+		grew = x >= mark
+	}
+	rtt, avg := p.rttSum/p.cnt, p.avgSum/p.cnt
+	upX, upN := x, p.done
+	trusted := !m.censored(&Sample{MaxRTT: p.maxRTT, Count: int(p.cnt), Window: time.Duration(p.dur * 1e9), AvgRTT: time.Duration(avg), MaxInFlight: int(p.level), Limit: int(p.level)}, now)
+	p.up = false
+	p.drains, p.windows, p.cnt, p.done, p.dur, p.rttSum, p.avgSum, p.maxRTT = 0, 0, 0, 0, 0, 0, 0, 0
+	switch {
+	case grew && trusted && x >= (1-probeFell)*r*p.refX && p.flat(rtt, avg, int(upN)):
+		// The rate doubled (to within probeFell, as a probe's levels are
+		// judged) at the reference's RTT: neither level queued.
+		if p.upOK {
+			m.measured(rtt, avg, upN)
+		} else {
+			n := p.refN + upN
+			m.measured((p.refRTT*p.refN+rtt*upN)/n, (p.refAvg*p.refN+avg*upN)/n, n)
+		}
+		m.doubt = false
+		if p.level >= m.probeMaxL {
+			p.base = max(p.base, p.level)
+			return m.end(now, upX)
+		}
+		// Double again, against the floor now measured (not the level
+		// just passed: the band would compound level after level).
+		p.up, p.upOK = true, true
+		p.refL, p.refX, p.refN, p.refRTT, p.refAvg = p.level, upX, upN, m.floor, m.floorMean
+		p.level = min(2*p.level, m.probeMaxL)
+		return p.level
+	case p.upOK:
+		// The knee lies between the last level and this one: the floor is
+		// measured, and the last level is under the knee.
+		p.base = max(p.base, p.refL)
+		return m.end(now, max(upX, p.refX))
+	}
+	// The first doubling did not pay at the floor's RTT: the probe halves
+	// on from L. Even when it grew (L was under the knee), L may be just
+	// under it, where requests queue (not saturated is not low
+	// concurrency: one core at 95% with 20 ms of wait measured a floor of
+	// 27–29 ms for 21), so the floor is measured where the halving finds
+	// the throughput fallen. The level above is the doubled one: the
+	// reference, the first window of a cold start, may read fast (its
+	// short requests finish first) or slow (it began empty).
+	p.step, p.maxX, p.prevX, p.prevN = 1, upX, upX, upN
+	p.level = max(m.probeMinL, p.refL/2)
 	return p.level
 }
 

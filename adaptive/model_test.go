@@ -128,24 +128,27 @@ func TestFloorRisesOnlyWithinItsNoise(t *testing.T) {
 }
 
 // Cold start into overload: no floor, the gate saturated from the first
-// window. The probe halves the limit from 20 while the throughput holds (the
-// RTT falls in proportion: queueing), and stops at the first level whose
-// throughput fell (2 < 4 cores): its RTT is the floor. Then the limit goes
-// back to the algorithm's.
+// window. The probe first doubles the limit (40): the throughput stays at
+// the 4 cores' 800/s, so the service was saturated at 20 already. It then
+// halves from 20 while the throughput holds (the RTT falls in proportion:
+// queueing), and stops at the first level whose throughput fell (2 < 4
+// cores): its RTT is the floor. Then the limit goes back to the algorithm's.
 func TestProbeFindsTheFloorOnAColdStart(t *testing.T) {
 	alg := &prober{initial: 20, propose: 20}
 	l := newProbed(t, alg)
 	var now int64
 	v := &server{cores: 4, svc: 5 * ms}
-	got := run(l, v, &now, 18)
+	got := run(l, v, &now, 17)
 	// Window 1 (20 in flight, 25ms, 80 completions) triggers the probe and
-	// starts the reference, which windows 2 and 3 complete (probeSamples).
-	// Then 10: one draining window, three measuring (800/s, the RTT halved
-	// to 12.5ms: queueing); 5: the same at 6.25ms; 2: one draining window;
-	// after one measuring window, 400/s is clearly below 800 — the knee is
-	// crossed — and four more measure its RTT, the floor, over
-	// probeSamples requests; then the limit returns to 20.
-	want := []int{20, 20, 20, 10, 10, 10, 10, 5, 5, 5, 5, 2, 2, 2, 2, 2, 2, 20}
+	// is the up-probe's reference. Window 2 at 40 (50ms, 80 completions):
+	// clearly under halfway to twice the reference's rate, so the probe
+	// halves on from 20 with 800/s as the level above. 10: one draining
+	// window, three measuring (800/s, the RTT halved to 12.5ms: queueing);
+	// 5: the same at 6.25ms; 2: one draining window; after one measuring
+	// window, 400/s is clearly below 800 — the knee is crossed — and four
+	// more measure its RTT, the floor, over probeSamples requests; then the
+	// limit returns to 20.
+	want := []int{20, 40, 10, 10, 10, 10, 5, 5, 5, 5, 2, 2, 2, 2, 2, 2, 20}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("limits %v, want %v", got, want)
@@ -163,8 +166,74 @@ func TestProbeFindsTheFloorOnAColdStart(t *testing.T) {
 			probing++
 		}
 	}
-	if probing != 16 {
-		t.Fatalf("%d windows marked Probing, want the 16 after the first", probing)
+	if probing != 15 {
+		t.Fatalf("%d windows marked Probing, want the 15 after the first", probing)
+	}
+}
+
+// Cold start of a gate whose initial limit is under the knee (64 cores):
+// doubling the limit doubles the throughput at the same RTT, so neither
+// level queued: the floor is confirmed at two concurrencies, and the limit
+// doubles again (BBR's startup) until a doubling passes the knee — here 80,
+// where the RTT rises to 6.25ms. The limit then returns to the knee the
+// probe measured, 12,800/s · 5ms = 64, plus one; nothing was refused beyond
+// what the initial limit refused, and there was no halving.
+func TestUpProbeConfirmsTheFloorWhenTheThroughputDoubles(t *testing.T) {
+	alg := &prober{initial: 20, propose: 20}
+	l := newProbed(t, alg)
+	var now int64
+	v := &server{cores: 64, svc: 5 * ms}
+	got := run(l, v, &now, 3)
+	if x := l.Throughput(); math.Abs(x-12800) > 1 {
+		t.Fatalf("throughput %v, want the 12,800/s measured at 80", x)
+	}
+	got = append(got, run(l, v, &now, 1)...)
+	if want := []int{20, 40, 80, 65}; !slices.Equal(got, want) {
+		t.Fatalf("limits %v, want %v", got, want)
+	}
+	if f := l.Floor(); f != 5*ms || !l.mdl.confirmed || l.Probing() {
+		t.Fatalf("floor %v (confirmed %v, probing %v), want 5ms confirmed", f, l.mdl.confirmed, l.Probing())
+	}
+}
+
+// A service whose callers fit under the doubled limit (an I/O service: 26 in
+// flight at a flat 20ms, over an initial limit of 20): the doubled level is
+// not saturated, at the reference's RTT, so the floor is confirmed and the
+// limit stays where the demand fits. Nothing is refused after the first
+// window.
+func TestUpProbeStopsWhereTheDemandFits(t *testing.T) {
+	alg := &prober{initial: 20, propose: 20}
+	l := newProbed(t, alg)
+	var now int64
+	v := &server{cores: 1000, svc: 20 * ms, demand: 26}
+	got := run(l, v, &now, 3)
+	if want := []int{20, 40, 40}; !slices.Equal(got, want) {
+		t.Fatalf("limits %v, want %v", got, want)
+	}
+	if f := l.Floor(); f != 20*ms || !l.mdl.confirmed {
+		t.Fatalf("floor %v (confirmed %v), want 20ms confirmed", f, l.mdl.confirmed)
+	}
+}
+
+// Doubling gives more throughput but a slower RTT (32 cores, 20 then 40 in
+// flight: 6.25ms against 5ms): the initial limit is under the knee, but
+// perhaps just under it, where requests queue, so the floor is measured
+// where halving finds the throughput fallen: at 10 (one window draining the
+// doubled level, one measuring), not taken from a window that may queue.
+func TestUpProbeMeasuresTheFloorUnderTheKnee(t *testing.T) {
+	alg := &prober{initial: 20, propose: 20}
+	l := newProbed(t, alg)
+	var now int64
+	v := &server{cores: 32, svc: 5 * ms}
+	got := run(l, v, &now, 5)
+	// 40, then 10: one window draining, one measuring (2,000/s, clearly
+	// under 6,400: the floor, over probeSamples requests); then the knee
+	// of 6,400/s (at 40) · 5ms = 32, plus one.
+	if want := []int{20, 40, 10, 10, 33}; !slices.Equal(got, want) {
+		t.Fatalf("limits %v, want %v", got, want)
+	}
+	if f := l.Floor(); f != 5*ms || !l.mdl.confirmed || l.Probing() {
+		t.Fatalf("floor %v (confirmed %v, probing %v), want 5ms confirmed", f, l.mdl.confirmed, l.Probing())
 	}
 }
 
@@ -550,5 +619,31 @@ func TestUnconfirmedFloorIsCheckedFirst(t *testing.T) {
 	}
 	if m := slices.Min(levels); m < 16 {
 		t.Fatalf("a check went down to %d, under the 16 cores (limits %v)", m, levels)
+	}
+}
+
+// A cold start whose first window is censored — its slowest requests took
+// most of the time since the first one began (a mean of 64ms seen through a
+// 100ms window), or its completions explain too little of the concurrency it
+// held (Little's law) — does not probe up: its RTT may be only the fast
+// requests'. The full probe halves from the initial limit instead.
+func TestCensoredColdStartDoesNotProbeUp(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Sample)
+	}{
+		{"slowest near the age", func(s *Sample) { s.MaxRTT = 60 * ms }},
+		{"completions explain half the concurrency", func(s *Sample) { s.Count /= 2 }},
+	} {
+		alg := &prober{initial: 20, propose: 20}
+		l := newProbed(t, alg)
+		v := &server{cores: 64, svc: 5 * ms}
+		s := v.window(l.Limit())
+		tc.edit(&s)
+		now := int64(win100)
+		l.setLimit(l.learn(&s, now))
+		if !l.Probing() || l.mdl.probe.up || l.Limit() != 20 {
+			t.Errorf("%s: probing %v, up %v, limit %d: want a full probe's reference at 20", tc.name, l.Probing(), l.mdl.probe.up, l.Limit())
+		}
 	}
 }

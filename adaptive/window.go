@@ -190,6 +190,16 @@ func (ss *shards) count() int64 {
 	return n
 }
 
+// slowest returns the slowest round-trip time in the window so far (0 when
+// it has none).
+func (ss *shards) slowest() int64 {
+	var m int64
+	for i := range ss {
+		m = max(m, ss[i].max.Load())
+	}
+	return m
+}
+
 // drops returns the number of drops in the window so far.
 func (ss *shards) drops() int64 {
 	var n int64

@@ -8,6 +8,7 @@
 //
 //	go run ./cmd/coldstart                 # 1,300/s at 20 ms (26 in flight)
 //	go run ./cmd/coldstart -rate 5000 -rtt 20ms
+//	go run ./cmd/coldstart -idle 2s           # the gate created 2 s before its first request
 package main
 
 import (
@@ -29,12 +30,13 @@ type ev struct {
 
 // run drives one gate with alg for 3 s of virtual time: rate arrivals per
 // second, each holding its token for svc.
-func run(name string, alg adaptive.Algorithm, rate float64, svc time.Duration) {
+func run(name string, alg adaptive.Algorithm, rate float64, svc, idle time.Duration) {
 	c := clock.NewManual(time.Unix(0, 0))
 	g, err := adaptive.New(alg, adaptive.WithClock(c))
 	if err != nil {
 		panic(err)
 	}
+	c.Advance(idle) // the gate waits for its first caller
 	var inflight []ev
 	step := time.Duration(float64(time.Second) / rate)
 	rej, tot := 0, 0
@@ -71,11 +73,12 @@ func run(name string, alg adaptive.Algorithm, rate float64, svc time.Duration) {
 func main() {
 	rate := flag.Float64("rate", 1300, "arrivals per second")
 	rtt := flag.Duration("rtt", 20*time.Millisecond, "each request's time in the service")
+	idle := flag.Duration("idle", 0, "time between the gate's creation and the first request (a server started before its traffic)")
 	flag.Parse()
 	if *rate < 10 || *rtt <= 0 {
 		fmt.Println("coldstart: want -rate of at least 10 and a positive -rtt")
 		return
 	}
-	run("gradient", gradient.New(), *rate, *rtt)
-	run("vegas", vegas.New(), *rate, *rtt)
+	run("gradient", gradient.New(), *rate, *rtt, *idle)
+	run("vegas", vegas.New(), *rate, *rtt, *idle)
 }
