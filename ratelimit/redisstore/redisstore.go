@@ -191,8 +191,9 @@ type Store struct {
 	observer   metrics.StoreObserver // nil: none
 	brk        breaker
 	cache      *refusalCache
-	scripts    [6]*redis.Script // by algorithm; 0: all five, for batches
-	fn         atomic.Int32     // the Functions library: fnUnknown, fnLoaded, fnUnsupported
+	scripts    [6]*redis.Script  // by algorithm; 0: all five, for batches
+	sent       [2][6]atomic.Bool // scripts (0) and lean scripts (1) this store has sent in full (see run)
+	fn         atomic.Int32      // the Functions library: fnUnknown, fnLoaded, fnUnsupported
 	legacy     LegacyState
 
 	policies  sync.Map // ratelimit.Policy → *policy
@@ -307,9 +308,11 @@ func ignoresDeadlines(client redis.UniversalClient) bool {
 
 // Preload loads the scripts into Redis (on Cluster, into every master; on a
 // Ring, into every shard), so that the first decisions need no extra round
-// trip. Without it, or after Redis restarts and forgets its scripts, the
-// first call of each script costs one extra round trip (EVALSHA answered
-// NOSCRIPT, then EVAL).
+// trip. Without it a store sends each script in full (EVAL) the first time
+// it needs it, one round trip; after Redis restarts and forgets its
+// scripts, and on Cluster for the first call on a node other than the
+// one that got the EVAL, a call costs one extra round trip (EVALSHA
+// answered NOSCRIPT, then EVAL).
 func (s *Store) Preload(ctx context.Context) error {
 	load := func(ctx context.Context, c redis.Scripter) error {
 		all := append(s.scripts[:], leaseAcquire, leaseRelease, leaseRenew, leaseCount)
@@ -336,13 +339,23 @@ func (s *Store) Preload(ctx context.Context) error {
 			return fmt.Errorf("sluice/redisstore: loading functions: %w", err)
 		}
 	}
+	var err error
 	switch c := s.client.(type) {
 	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
+		err = c.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
 	case *redis.Ring:
-		return c.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
+		err = c.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
+	default:
+		err = load(ctx, s.client)
 	}
-	return load(ctx, s.client)
+	if err == nil {
+		for i := range s.sent {
+			for a := range s.sent[i] {
+				s.sent[i][a].Store(true)
+			}
+		}
+	}
+	return err
 }
 
 // policyOf returns the scripts' form of p, checking it once. The lookup on
@@ -569,7 +582,7 @@ func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Reque
 
 	c := s.begin(ctx)
 	defer c.end()
-	vals, err := s.scripts[alg].Run(c.ctx, s.client, keys, args...).Int64Slice()
+	vals, err := s.run(c.ctx, s.scripts[alg], &s.sent[0][alg], keys, args).Int64Slice()
 	if err == nil && len(vals) != 2+7*len(reqs) {
 		err = fmt.Errorf("sluice/redisstore: script answered %d values for %d requests", len(vals), len(reqs))
 	}
@@ -672,7 +685,7 @@ func (s *Store) runLean(ctx context.Context, alg ratelimit.Algorithm, keys []str
 	c, ok := s.client.(*redis.Client)
 	state := s.fn.Load()
 	if !ok || state == fnUnsupported {
-		return leanScripts[alg].Run(ctx, s.client, keys, args...).Text()
+		return s.run(ctx, leanScripts[alg], &s.sent[1][alg], keys, args).Text()
 	}
 	if state == fnLoaded {
 		v, err := c.FCall(ctx, leanFunctions[alg], keys, args...).Text()
@@ -691,7 +704,7 @@ func (s *Store) runLean(ctx context.Context, alg ratelimit.Algorithm, keys []str
 		if lerr := cmds[0].Err(); lerr != nil {
 			if isNoFunctions(lerr) {
 				s.fn.Store(fnUnsupported)
-				return leanScripts[alg].Run(ctx, s.client, keys, args...).Text()
+				return s.run(ctx, leanScripts[alg], &s.sent[1][alg], keys, args).Text()
 			}
 			return "", lerr
 		}
@@ -701,6 +714,27 @@ func (s *Store) runLean(ctx context.Context, alg ratelimit.Algorithm, keys []str
 		return "", err
 	}
 	return call.Text()
+}
+
+// run runs sc with EVALSHA once this store has sent it in full (sent),
+// else with EVAL, which also caches it in the server: the store's first
+// call of each script is one round trip, not two (EVALSHA answered
+// NOSCRIPT, then EVAL). A server that lost its scripts (restarted, SCRIPT
+// FLUSH) or, on Cluster, a node that has not seen the script yet answers
+// NOSCRIPT once, and gets EVAL. Preload sends every script ahead.
+func (s *Store) run(ctx context.Context, sc *redis.Script, sent *atomic.Bool, keys []string, args []any) *redis.Cmd {
+	if sent.Load() {
+		cmd := sc.EvalSha(ctx, s.client, keys, args...)
+		if err := cmd.Err(); err == nil || !redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return cmd
+		}
+	}
+	cmd := sc.Eval(ctx, s.client, keys, args...)
+	var rerr redis.Error
+	if err := cmd.Err(); err == nil || errors.As(err, &rerr) {
+		sent.Store(true) // answered by the server, which compiled it
+	}
+	return cmd
 }
 
 // isNoFunction reports whether err is Redis's answer to FCALL of a
