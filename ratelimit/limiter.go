@@ -316,15 +316,15 @@ func (l *Limiter) allowN(ctx context.Context, key string, n int, res *Result) er
 	if err := l.check(key, n); err != nil {
 		return err
 	}
+	if l.tab != nil && !l.shadow && l.obs == nil { // the hot path: nothing for finish to do
+		l.tab.takeAt(key, &l.timebase, int64(n)).fill(res, l.pol.burst)
+		return nil
+	}
 	now := l.now()
 	var o outcome
 	switch {
 	case l.tab != nil:
 		o = l.tab.take(key, now, int64(n))
-		if !l.shadow && l.obs == nil { // the hot path: nothing for finish to do
-			o.fill(res, l.pol.burst)
-			return nil
-		}
 	case l.logs != nil:
 		o = l.logs.take(key, now, int64(n))
 	default:

@@ -78,7 +78,12 @@ type stateShard struct {
 	cursor  int
 	ops     int
 	held    atomic.Int32 // n, readable without the lock (a hint for reclaim)
-	_       [36]byte     // 128 bytes: neighbouring shards never share a cache line's hot half
+	// hintBase and hintCap are the address and length of slots, written
+	// with them and read without the lock, only to prefetch a key's home
+	// slot (prefetchHome): never dereferenced by Go code.
+	hintBase atomic.Uintptr
+	hintCap  atomic.Int64
+	_        [16]byte // 128 bytes: neighbouring shards never share a cache line's hot half
 }
 
 // stateTable is one table: all keys of one constant-state Policy in one
@@ -218,12 +223,36 @@ func (sh *stateShard) find(key string, pr *probe) (int, bool) {
 	}
 }
 
+// prefetchHome starts loading the home slot of pr's key into the cache,
+// without waiting for it (see takeAt).
+func (sh *stateShard) prefetchHome(pr *probe) {
+	if c := sh.hintCap.Load(); c > 0 {
+		prefetch(sh.hintBase.Load() + uintptr(homeOf(pr.want, int(c)))*unsafe.Sizeof(slot{}))
+	}
+}
+
+// takeAt is take at the time tb reads once the key's home slot is being
+// fetched: the clock read (and the lock) then overlap the cache miss of a
+// key visited in no particular order, which a load could not do (the
+// vDSO's clock read begins with LFENCE, which waits for earlier loads, not
+// for prefetches).
+func (t *stateTable) takeAt(key string, tb *timebase, n int64) outcome {
+	pr := t.probeOf(key)
+	sh := t.shardOf(pr.h)
+	sh.prefetchHome(&pr)
+	return t.takeProbe(key, &pr, sh, tb.now(), n)
+}
+
 // take is the decision of one OpAllow request: the hot path.
 func (t *stateTable) take(key string, now, n int64) outcome {
 	pr := t.probeOf(key)
-	sh := t.shardOf(pr.h)
+	return t.takeProbe(key, &pr, t.shardOf(pr.h), now, n)
+}
+
+// takeProbe is take of the key of pr, in its shard sh.
+func (t *stateTable) takeProbe(key string, pr *probe, sh *stateShard, now, n int64) outcome {
 	sh.mu.Lock()
-	i, found := sh.find(key, &pr)
+	i, found := sh.find(key, pr)
 	var s State
 	if found {
 		s = sh.slots[i].val
@@ -233,7 +262,7 @@ func (t *stateTable) take(key string, now, n int64) outcome {
 		switch {
 		case !found:
 			if next != (State{}) {
-				if err := t.insert(sh, key, &pr, next, now); err != nil {
+				if err := t.insert(sh, key, pr, next, now); err != nil {
 					o = t.pol.full(n)
 				}
 			}
@@ -506,6 +535,8 @@ func (t *stateTable) sweep(sh *stateShard, now int64, steps int, secondChance bo
 func (t *stateTable) resize(sh *stateShard, c int) {
 	old := sh.slots
 	sh.slots = makeSlots(c)
+	sh.hintBase.Store(uintptr(unsafe.Pointer(unsafe.SliceData(sh.slots))))
+	sh.hintCap.Store(int64(c))
 	sh.cursor = 0
 	for i := range old {
 		e := &old[i]
