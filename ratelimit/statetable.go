@@ -224,12 +224,18 @@ func (sh *stateShard) find(key string, pr *probe) (int, bool) {
 }
 
 // prefetchHome starts loading the home slot of pr's key into the cache,
-// without waiting for it (see takeAt).
+// without waiting for it (see takeAt), unless the shard has fewer than
+// prefetchCap slots: the table (about numShards·prefetchCap slots, 512
+// KiB) then stays in the caches, and the prefetch would only cost its call.
 func (sh *stateShard) prefetchHome(pr *probe) {
-	if c := sh.hintCap.Load(); c > 0 {
+	if c := sh.hintCap.Load(); c >= prefetchCap {
 		prefetch(sh.hintBase.Load() + uintptr(homeOf(pr.want, int(c)))*unsafe.Sizeof(slot{}))
 	}
 }
+
+// prefetchCap is the least shard size, in slots, whose home slots
+// prefetchHome prefetches.
+const prefetchCap = 64
 
 // takeAt is take at the time tb reads once the key's home slot is being
 // fetched: the clock read (and the lock) then overlap the cache miss of a
