@@ -85,15 +85,7 @@ func TestFunctionCalls(t *testing.T) {
 			if err := c.FunctionFlush(ctx).Err(); err != nil {
 				t.Fatal(err)
 			}
-			s, err := New(c, WithTimeout(30*time.Second), WithRefusalCache(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, err := ratelimit.New(alg, ratelimit.Limit{Rate: 3, Period: time.Hour}, ratelimit.WithStore(s))
-			if err != nil {
-				t.Fatal(err)
-			}
-			expect, allow := tripChecks(t, h, l)
+			expect, allow := tripChecks(t, c, h, alg, 3)
 			allow(true)
 			expect("the first decision", 1, map[string]int{"function": 1, "fcall": 1})
 			allow(true)
@@ -149,9 +141,19 @@ func TestNoFunctionsFallback(t *testing.T) {
 	}
 }
 
-// tripChecks returns checks of the round trips and commands h counted
-// since the last check (expect), and of one Allow on l (allow).
-func tripChecks(t *testing.T, h *trips, l *ratelimit.Limiter) (expect func(what string, trips int, cmds map[string]int), allow func(want bool)) {
+// tripChecks builds a limiter of alg, rate an hour, on a new store on c
+// with opts, and returns checks of the round trips and commands h counted
+// since the last check (expect), and of one Allow of key "k" (allow).
+func tripChecks(t *testing.T, c *redis.Client, h *trips, alg ratelimit.Algorithm, rate int, opts ...Option) (expect func(what string, trips int, cmds map[string]int), allow func(want bool)) {
+	t.Helper()
+	s, err := New(c, append([]Option{WithTimeout(30 * time.Second), WithRefusalCache(0)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ratelimit.New(alg, ratelimit.Limit{Rate: rate, Period: time.Hour}, ratelimit.WithStore(s))
+	if err != nil {
+		t.Fatal(err)
+	}
 	h.take()
 	expect = func(what string, trips int, cmds map[string]int) {
 		t.Helper()
@@ -187,15 +189,7 @@ func TestScriptCalls(t *testing.T) {
 			if err := c.ScriptFlush(ctx).Err(); err != nil {
 				t.Fatal(err)
 			}
-			s, err := New(c, WithTimeout(30*time.Second), WithRefusalCache(0), WithoutFunctions())
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, err := ratelimit.New(alg, ratelimit.Limit{Rate: 2, Period: time.Hour}, ratelimit.WithStore(s))
-			if err != nil {
-				t.Fatal(err)
-			}
-			expect, allow := tripChecks(t, h, l)
+			expect, allow := tripChecks(t, c, h, alg, 2, WithoutFunctions())
 			allow(true)
 			expect("the first decision", 1, map[string]int{"eval": 1})
 			allow(true)
