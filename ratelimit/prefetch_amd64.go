@@ -1,3 +1,5 @@
+//go:build !purego
+
 package ratelimit
 
 // prefetch asks the CPU to bring the cache line at addr closer, without
