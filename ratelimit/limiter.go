@@ -254,13 +254,17 @@ func newTimebase(c clock.Clock) timebase {
 // is one monotonic clock read; on a Coarse clock one atomic load.
 func (tb *timebase) now() int64 {
 	if tb.sysClock {
-		return tb.baseNs + int64(time.Since(tb.base))
+		return tb.sysNow()
 	}
 	if tb.coarse != nil {
 		return tb.coarseNs + tb.coarse.Nanos()
 	}
 	return tb.baseNs + int64(tb.since.Since(tb.base))
 }
+
+// sysNow is now on the system clock (sysClock): the one monotonic read Go
+// offers, small enough to inline.
+func (tb *timebase) sysNow() int64 { return tb.baseNs + int64(time.Since(tb.base)) }
 
 // nsOf converts t to Unix nanoseconds of this time base.
 func (tb *timebase) nsOf(t time.Time) int64 { return tb.baseNs + int64(t.Sub(tb.base)) }

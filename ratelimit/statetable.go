@@ -80,7 +80,7 @@ type stateShard struct {
 	held    atomic.Int32 // n, readable without the lock (a hint for reclaim)
 	// hintBase and hintCap are the address and length of slots, written
 	// with them and read without the lock, only to prefetch a key's home
-	// slot (prefetchHome): never dereferenced by Go code.
+	// slot (takeAt): never dereferenced by Go code.
 	hintBase atomic.Uintptr
 	hintCap  atomic.Int64
 	_        [16]byte // 128 bytes: neighbouring shards never share a cache line's hot half
@@ -223,30 +223,33 @@ func (sh *stateShard) find(key string, pr *probe) (int, bool) {
 	}
 }
 
-// prefetchHome starts loading the home slot of pr's key into the cache,
-// without waiting for it (see takeAt), unless the shard has fewer than
-// prefetchCap slots: the table (about numShards·prefetchCap slots, 512
-// KiB) then stays in the caches, and the prefetch would only cost its call.
-func (sh *stateShard) prefetchHome(pr *probe) {
-	if c := sh.hintCap.Load(); c >= prefetchCap {
-		prefetch(sh.hintBase.Load() + uintptr(homeOf(pr.want, int(c)))*unsafe.Sizeof(slot{}))
-	}
-}
-
-// prefetchCap is the least shard size, in slots, whose home slots
-// prefetchHome prefetches.
+// prefetchCap is the least shard size, in slots, whose home slots takeAt
+// prefetches.
 const prefetchCap = 64
 
 // takeAt is take at the time tb reads once the key's home slot is being
 // fetched: the clock read (and the lock) then overlap the cache miss of a
 // key visited in no particular order, which a load could not do (the
 // vDSO's clock read begins with LFENCE, which waits for earlier loads, not
-// for prefetches).
+// for prefetches). A shard of fewer than prefetchCap slots is not
+// prefetched: the table (about numShards·prefetchCap slots, 512 KiB) then
+// stays in the caches, and the prefetch would only cost its call. The
+// prefetch and the system clock's read are written out here rather than
+// called: two calls fewer, 2–4% faster on one key (medians of paired
+// A/B runs whose single pairs ranged 0.6–1.9).
 func (t *stateTable) takeAt(key string, tb *timebase, n int64) outcome {
 	pr := t.probeOf(key)
 	sh := t.shardOf(pr.h)
-	sh.prefetchHome(&pr)
-	return t.takeProbe(key, &pr, sh, tb.now(), n)
+	if c := sh.hintCap.Load(); c >= prefetchCap {
+		prefetch(sh.hintBase.Load() + uintptr(homeOf(pr.want, int(c)))*unsafe.Sizeof(slot{}))
+	}
+	var now int64
+	if tb.sysClock {
+		now = tb.sysNow()
+	} else {
+		now = tb.now()
+	}
+	return t.takeProbe(key, &pr, sh, now, n)
 }
 
 // take is the decision of one OpAllow request: the hot path.
