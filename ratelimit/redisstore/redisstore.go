@@ -17,7 +17,8 @@
 // of its code, so several versions of this package can share one Redis
 // (FUNCTION LIST shows them; FUNCTION DELETE removes an old one). On older
 // servers, on Cluster and Ring clients, and for batches, reservations and
-// refunds, the store runs scripts with EVALSHA (EVAL after NOSCRIPT).
+// refunds, the store runs scripts: EVAL for a store's first call of each,
+// EVALSHA after it (and EVAL again after NOSCRIPT).
 //
 // # Time
 //
@@ -69,11 +70,12 @@
 // once from its text key and carried over; LegacyShare makes new and old
 // processes count on the text keys as one limit during a rolling upgrade
 // (see LegacyState for the upgrade path). A SlidingLog's sorted set is
-// the same in all versions and keeps its key. Memory in Redis (MEMORY USAGE, Redis 7.0): a key of
-// FixedWindow, SlidingWindow, TokenBucket or GCRA is a short string of
-// about 100-120 bytes; a SlidingLog key is a sorted set of its admitted units, about 37
-// bytes per unit up to 128 units (Redis's compact listpack encoding) and
-// about 116 beyond, Rate units at most (116 KB for a 1000-unit log).
+// the same in all versions and keeps its key. Memory in Redis (MEMORY
+// USAGE, Redis 7.0): a key of FixedWindow, SlidingWindow, TokenBucket or
+// GCRA is a short string of about 100-120 bytes; a SlidingLog key is a
+// sorted set of its admitted units, about 37 bytes per unit up to 128
+// units (Redis's compact listpack encoding) and about 116 beyond, Rate
+// units at most (116 KB for a 1000-unit log).
 //
 // # Failure
 //
@@ -679,8 +681,8 @@ const (
 // runLean runs the lean body of alg on keys: with FCALL when the library
 // is loaded; with FUNCTION LOAD REPLACE and FCALL in one pipeline (one
 // round trip) when this store has not loaded it yet or the server lost it
-// (FUNCTION FLUSH, a new server); with EVALSHA (and EVAL after NOSCRIPT)
-// where Functions are not supported.
+// (FUNCTION FLUSH, a new server); as a script (run: EVAL the first time,
+// then EVALSHA) where Functions are not supported.
 func (s *Store) runLean(ctx context.Context, alg ratelimit.Algorithm, keys []string, args []any) (string, error) {
 	c, ok := s.client.(*redis.Client)
 	state := s.fn.Load()
