@@ -60,6 +60,9 @@ func redisImpls() []redisImpl {
 		redisImpl{name: "sluice.gcra.evalsha", build: func(tb testing.TB, c *redis.Client, n int, per time.Duration) redisLimiter {
 			return newSluiceRedis(tb, c, ratelimit.GCRA, n, per, redisstore.WithoutFunctions(), redisstore.WithPrefix("evalsha:"))
 		}},
+		redisImpl{name: "sluice.gcra.legacy_ignore", build: func(tb testing.TB, c *redis.Client, n int, per time.Duration) redisLimiter {
+			return newSluiceRedis(tb, c, ratelimit.GCRA, n, per, redisstore.WithLegacyState(redisstore.LegacyIgnore), redisstore.WithPrefix("ignore:"))
+		}},
 		redisImpl{name: "floor.fcall", build: func(tb testing.TB, c *redis.Client, _ int, _ time.Duration) redisLimiter {
 			return newFloor(tb, c, true)
 		}},

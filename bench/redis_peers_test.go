@@ -49,8 +49,9 @@ func TestRedisAdaptersLimitPerKey(t *testing.T) {
 // and FCALL in one pipeline), every later one one FCALL, on new and known
 // keys, admitted or refused by Redis; that a refusal the refusal cache
 // remembers is none; that SCRIPT FLUSH changes nothing; and, with
-// WithoutFunctions, one EVALSHA per decision, and two (EVALSHA answered
-// NOSCRIPT, then EVAL) for the first after SCRIPT FLUSH.
+// WithoutFunctions, one EVAL for the store's first decision, one EVALSHA
+// per decision after it, and two (EVALSHA answered NOSCRIPT, then EVAL)
+// for the first after SCRIPT FLUSH.
 func TestRedisSluiceOneRoundTrip(t *testing.T) {
 	srv := startRedis(t)
 	ctx := context.Background()
@@ -85,6 +86,8 @@ func TestRedisSluiceOneRoundTrip(t *testing.T) {
 				decide("warm", true) // loads the code
 				if !scripts {
 					expect("the first decision", h.since(s), 1, map[string]int64{"function": 1, "fcall": 1})
+				} else {
+					expect("the first decision", h.since(s), 1, map[string]int64{"eval": 1})
 				}
 
 				const n = 20

@@ -107,5 +107,5 @@ func (l *Limiter) Take(ctx context.Context, key string, n int) (Decision, error)
 	if err := l.check(key, n); err != nil {
 		return Decision{}, err
 	}
-	return l.tab.take(key, l.now(), int64(n)).decision(), nil
+	return l.tab.takeAt(key, &l.timebase, int64(n)).decision(), nil
 }

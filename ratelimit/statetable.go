@@ -78,7 +78,12 @@ type stateShard struct {
 	cursor  int
 	ops     int
 	held    atomic.Int32 // n, readable without the lock (a hint for reclaim)
-	_       [36]byte     // 128 bytes: neighbouring shards never share a cache line's hot half
+	// hintBase and hintCap are the address and length of slots, written
+	// with them and read without the lock, only to prefetch a key's home
+	// slot (takeAt): never dereferenced by Go code.
+	hintBase atomic.Uintptr
+	hintCap  atomic.Int64
+	_        [16]byte // 128 bytes: neighbouring shards never share a cache line's hot half
 }
 
 // stateTable is one table: all keys of one constant-state Policy in one
@@ -218,12 +223,45 @@ func (sh *stateShard) find(key string, pr *probe) (int, bool) {
 	}
 }
 
+// prefetchCap is the least shard size, in slots, whose home slots takeAt
+// prefetches.
+const prefetchCap = 64
+
+// takeAt is take at the time tb reads once the key's home slot is being
+// fetched: the clock read (and the lock) then overlap the cache miss of a
+// key visited in no particular order, which a load could not do (the
+// vDSO's clock read begins with LFENCE, which waits for earlier loads, not
+// for prefetches). A shard of fewer than prefetchCap slots is not
+// prefetched: the table (about numShards·prefetchCap slots, 512 KiB) then
+// stays in the caches, and the prefetch would only cost its call. The
+// prefetch and the system clock's read are written out here rather than
+// called: two calls fewer, 2–4% faster on one key (medians of paired
+// A/B runs whose single pairs ranged 0.6–1.9).
+func (t *stateTable) takeAt(key string, tb *timebase, n int64) outcome {
+	pr := t.probeOf(key)
+	sh := t.shardOf(pr.h)
+	if c := sh.hintCap.Load(); c >= prefetchCap {
+		prefetch(sh.hintBase.Load() + uintptr(homeOf(pr.want, int(c)))*unsafe.Sizeof(slot{}))
+	}
+	var now int64
+	if tb.sysClock {
+		now = tb.sysNow()
+	} else {
+		now = tb.now()
+	}
+	return t.takeProbe(key, &pr, sh, now, n)
+}
+
 // take is the decision of one OpAllow request: the hot path.
 func (t *stateTable) take(key string, now, n int64) outcome {
 	pr := t.probeOf(key)
-	sh := t.shardOf(pr.h)
+	return t.takeProbe(key, &pr, t.shardOf(pr.h), now, n)
+}
+
+// takeProbe is take of the key of pr, in its shard sh.
+func (t *stateTable) takeProbe(key string, pr *probe, sh *stateShard, now, n int64) outcome {
 	sh.mu.Lock()
-	i, found := sh.find(key, &pr)
+	i, found := sh.find(key, pr)
 	var s State
 	if found {
 		s = sh.slots[i].val
@@ -233,7 +271,7 @@ func (t *stateTable) take(key string, now, n int64) outcome {
 		switch {
 		case !found:
 			if next != (State{}) {
-				if err := t.insert(sh, key, &pr, next, now); err != nil {
+				if err := t.insert(sh, key, pr, next, now); err != nil {
 					o = t.pol.full(n)
 				}
 			}
@@ -506,6 +544,8 @@ func (t *stateTable) sweep(sh *stateShard, now int64, steps int, secondChance bo
 func (t *stateTable) resize(sh *stateShard, c int) {
 	old := sh.slots
 	sh.slots = makeSlots(c)
+	sh.hintBase.Store(uintptr(unsafe.Pointer(unsafe.SliceData(sh.slots))))
+	sh.hintCap.Store(int64(c))
 	sh.cursor = 0
 	for i := range old {
 		e := &old[i]

@@ -215,3 +215,37 @@ func ExampleWithObserver() {
 	// Output:
 	// call: decide ok
 }
+
+// Upgrading from a version that kept the state as text, while its
+// processes still decide on the same Redis: roll out with LegacyShare, so
+// that old and new processes count as one limit; once no old process is
+// left, roll out again without the option (LegacyCarry, which carries each
+// key's state over into the binary format the first time it decides it).
+// Here the text state an old process left (about 3 of 5 spent) is shared.
+func ExampleWithLegacyState() {
+	client := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
+	defer client.Close()
+	ctx := context.Background()
+	// What an old process wrote: GCRA's "tat fraction", in µs, under the
+	// key name without the "2".
+	tat := time.Now().Add(3*12*time.Second - 500*time.Millisecond).UnixMicro()
+	if err := client.Set(ctx, "example-upgrade:{alice}:gcra:5:60000000:5", fmt.Sprint(tat, " 0"), time.Minute).Err(); err != nil {
+		panic(err)
+	}
+	store, err := redisstore.New(client, redisstore.WithPrefix("example-upgrade:"), redisstore.WithTimeout(time.Second),
+		redisstore.WithLegacyState(redisstore.LegacyShare))
+	if err != nil {
+		panic(err)
+	}
+	lim, err := ratelimit.New(ratelimit.GCRA, ratelimit.Limit{Rate: 5, Period: time.Minute}, ratelimit.WithStore(store))
+	if err != nil {
+		panic(err)
+	}
+	res, err := lim.Allow(ctx, "alice")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(res.Allowed, res.Remaining)
+	// Output:
+	// true 1
+}

@@ -85,34 +85,7 @@ func TestFunctionCalls(t *testing.T) {
 			if err := c.FunctionFlush(ctx).Err(); err != nil {
 				t.Fatal(err)
 			}
-			s, err := New(c, WithTimeout(30*time.Second), WithRefusalCache(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, err := ratelimit.New(alg, ratelimit.Limit{Rate: 3, Period: time.Hour}, ratelimit.WithStore(s))
-			if err != nil {
-				t.Fatal(err)
-			}
-			h.take()
-			expect := func(what string, trips int, cmds map[string]int) {
-				t.Helper()
-				gt, gc := h.take()
-				if gt != trips || len(gc) != len(cmds) {
-					t.Fatalf("%s: %d round trips %v, want %d %v", what, gt, gc, trips, cmds)
-				}
-				for k, v := range cmds {
-					if gc[k] != v {
-						t.Fatalf("%s: %d round trips %v, want %d %v", what, gt, gc, trips, cmds)
-					}
-				}
-			}
-			allow := func(want bool) {
-				t.Helper()
-				res, err := l.Allow(ctx, "k")
-				if err != nil || res.Allowed != want || res.Source != ratelimit.SourceLimit {
-					t.Fatalf("Allow: %+v %v, want allowed %v", res, err, want)
-				}
-			}
+			expect, allow := tripChecks(t, c, h, alg, 3)
 			allow(true)
 			expect("the first decision", 1, map[string]int{"function": 1, "fcall": 1})
 			allow(true)
@@ -165,5 +138,71 @@ func TestNoFunctionsFallback(t *testing.T) {
 	}
 	if !isNoFunction(errors.New("ERR Function not found")) || isNoFunction(errors.New("NOSCRIPT")) {
 		t.Error("isNoFunction")
+	}
+}
+
+// tripChecks builds a limiter of alg, rate an hour, on a new store on c
+// with opts, and returns checks of the round trips and commands h counted
+// since the last check (expect), and of one Allow of key "k" (allow).
+func tripChecks(t *testing.T, c *redis.Client, h *trips, alg ratelimit.Algorithm, rate int, opts ...Option) (expect func(what string, trips int, cmds map[string]int), allow func(want bool)) {
+	t.Helper()
+	s, err := New(c, append([]Option{WithTimeout(30 * time.Second), WithRefusalCache(0)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ratelimit.New(alg, ratelimit.Limit{Rate: rate, Period: time.Hour}, ratelimit.WithStore(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.take()
+	expect = func(what string, trips int, cmds map[string]int) {
+		t.Helper()
+		gt, gc := h.take()
+		if gt != trips || len(gc) != len(cmds) {
+			t.Fatalf("%s: %d round trips %v, want %d %v", what, gt, gc, trips, cmds)
+		}
+		for k, v := range cmds {
+			if gc[k] != v {
+				t.Fatalf("%s: %d round trips %v, want %d %v", what, gt, gc, trips, cmds)
+			}
+		}
+	}
+	allow = func(want bool) {
+		t.Helper()
+		res, err := l.Allow(context.Background(), "k")
+		if err != nil || res.Allowed != want || res.Source != ratelimit.SourceLimit {
+			t.Fatalf("Allow: %+v %v, want allowed %v", res, err, want)
+		}
+	}
+	return expect, allow
+}
+
+// Without Functions, a store's first call of a script sends it in full
+// (EVAL, one round trip), later ones by hash (EVALSHA); a server that lost
+// its scripts (SCRIPT FLUSH, a restart) costs one extra round trip once.
+func TestScriptCalls(t *testing.T) {
+	srv := redistest.Start(t)
+	c, h := testClient(t, srv.Addr)
+	ctx := context.Background()
+	for _, alg := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingLog, ratelimit.SlidingWindow, ratelimit.TokenBucket, ratelimit.GCRA} {
+		t.Run(alg.String(), func(t *testing.T) {
+			if err := c.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			expect, allow := tripChecks(t, c, h, alg, 2, WithoutFunctions())
+			allow(true)
+			expect("the first decision", 1, map[string]int{"eval": 1})
+			allow(true)
+			allow(false)
+			expect("warm decisions", 2, map[string]int{"evalsha": 2})
+			if err := c.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			h.take()
+			allow(false)
+			expect("after SCRIPT FLUSH", 2, map[string]int{"evalsha": 1, "eval": 1})
+			allow(false)
+			expect("then", 1, map[string]int{"evalsha": 1})
+		})
 	}
 }

@@ -35,7 +35,8 @@ import (
 // Each takes
 //
 //	KEYS[1]  the key
-//	ARGV[1]  struct.pack('<ddddddd', period µs, burst, r, p, cap, least expiry ms, n)
+//	KEYS[2]  the key of the text state of earlier versions (legacy mode L > 0)
+//	ARGV[1]  struct.pack('<dddddddd', period µs, burst, r, p, cap, least expiry ms, n, L)
 //	ARGV[2]  now in µs (WithCallerTime only; else the server's TIME)
 //
 // and returns struct.pack('<dddd', allowed, remaining, retry µs, reset µs):
@@ -54,26 +55,66 @@ import (
 // package on one Redis never call each other's code. Elsewhere (older
 // Redis, Cluster, Ring) the bodies run as scripts with EVALSHA.
 //
+// L is the store's LegacyState: where KEYS[1] holds no state and L > 0 the
+// body reads the text state of KEYS[2] (leanRead); with L = LegacyShare it
+// then decides on that key and writes it back as text (leanWrite), so that
+// processes of earlier versions count with this one.
+//
 // This is the one place where the arithmetic is written a second time (the
 // conformance suite checks both copies against package ratelimit).
 
 // leanHead reads the arguments and the time.
 const leanHead = `
 local floor, max = math.floor, math.max
-local P, b, r, per, cap, minTTL, n = struct.unpack('<ddddddd', ARGV[1])
+local P, b, r, per, cap, minTTL, n, L = struct.unpack('<dddddddd', ARGV[1])
 local now
 if ARGV[2] then now = tonumber(ARGV[2]) else local t = redis.call('TIME'); now = t[1] * 1000000 + t[2] end
-local k = KEYS[1]
+local k, text = KEYS[1], false
 `
 
-// leanFixedWindow is ratelimit's fixedWindow; state '<dd' w c.
-const leanFixedWindow = leanHead + `
+// leanRead reads the state of KEYS[1] into the Lua locals names (as many
+// as the format '<d…' has d's), leaving them nil for a fresh key, and
+// sets v to what it read. Where KEYS[1] has no state and L > 0 it reads
+// the text state of KEYS[2] ("a b", "a b c": the numbers as decimal
+// integers) instead; with L = 2 (LegacyShare) k and v then name that key
+// and its text, and text is true, so the body writes the text back there.
+// With L = 1 (LegacyCarry) v stays nil: the state is carried over and
+// written to KEYS[1].
+func leanRead(names, format string) string {
+	pat := strings.Repeat(" (%-?%d+)", len(format)-1)[1:]
+	var conv []string
+	for _, n := range strings.Split(names, ", ") {
+		conv = append(conv, "tonumber("+n+")")
+	}
+	return `
 local v = redis.call('GET', k)
-local sw, c, lag = nil, 0, 0
-if v then
-  sw, c = struct.unpack('<dd', v)
-  if sw * P > now then lag = sw * P - now; now = sw * P end -- keyTime
+local ` + names + `
+if v then ` + names + ` = struct.unpack('` + format + `', v)
+elseif L > 0 then
+  local t = redis.call('GET', KEYS[2])
+  if t then
+    ` + names + ` = string.match(t, '^` + pat + `$')
+    ` + names + ` = ` + strings.Join(conv, ", ") + `
+  end
+  if L == 2 then k, v, text = KEYS[2], t, true end
 end
+`
+}
+
+// leanWrite writes the state values to k with the expiry ttl (ms): binary
+// in format, or as text where leanRead chose the text key.
+func leanWrite(values, format, ttl string) string {
+	return `local st
+if text then st = string.format('` + strings.TrimSpace(strings.Repeat(" %.0f", len(format)-1)) + `', ` + values + `)
+else st = struct.pack('` + format + `', ` + values + `) end
+redis.call('SET', k, st, 'PX', ` + ttl + `)
+`
+}
+
+// leanFixedWindow is ratelimit's fixedWindow; state '<dd' w c.
+var leanFixedWindow = leanHead + leanRead("sw, c", "<dd") + `
+local lag = 0
+if sw and sw * P > now then lag = sw * P - now; now = sw * P end -- keyTime
 local w = floor(now / P)
 local e = now - w * P
 if e < 0 then w = w - 1; e = e + P elseif e >= P then w = w + 1; e = e - P end
@@ -85,19 +126,13 @@ if c == 0 then
   if v then redis.call('DEL', k) end
   return struct.pack('<dddd', 1, b, 0, 0)
 end
-redis.call('SET', k, struct.pack('<dd', w, c), 'PX', max(minTTL, floor(toEnd / 1000) + 1))
-return struct.pack('<dddd', 1, b - c, 0, toEnd)
+` + leanWrite("w, c", "<dd", "max(minTTL, floor(toEnd / 1000) + 1)") + `return struct.pack('<dddd', 1, b - c, 0, toEnd)
 `
 
 // leanSlidingWindow is ratelimit's slidingWindow; state '<ddd' w prev curr.
-const leanSlidingWindow = leanHead + `
-local v = redis.call('GET', k)
+var leanSlidingWindow = leanHead + leanRead("sw, sp, sc", "<ddd") + `
 local prev, curr, lag = 0, 0, 0
-local sw, sp, sc
-if v then
-  sw, sp, sc = struct.unpack('<ddd', v)
-  if sw * P > now then lag = sw * P - now; now = sw * P end -- keyTime
-end
+if sw and sw * P > now then lag = sw * P - now; now = sw * P end -- keyTime
 local w = floor(now / P)
 local e = now - w * P
 if e < 0 then w = w - 1; e = e + P elseif e >= P then w = w + 1; e = e - P end
@@ -135,17 +170,14 @@ if reset == 0 then
   if v then redis.call('DEL', k) end
   return struct.pack('<dddd', 1, rem, 0, 0)
 end
-redis.call('SET', k, struct.pack('<ddd', w, prev, curr), 'PX', max(minTTL, floor(reset / 1000) + 1))
-return struct.pack('<dddd', 1, rem, 0, reset)
+` + leanWrite("w, prev, curr", "<ddd", "max(minTTL, floor(reset / 1000) + 1)") + `return struct.pack('<dddd', 1, rem, 0, reset)
 `
 
 // leanBucket is ratelimit's bucket for TokenBucket (state '<dd' d t) and
 // GCRA (state '<dd' tat fraction); GCRA is replaced by true or false.
-const leanBucket = leanHead + `
-local v = redis.call('GET', k)
+var leanBucket = leanHead + leanRead("a, s", "<dd") + `
 local d, lag = 0, 0
-if v then
-  local a, s = struct.unpack('<dd', v)
+if a then
   if GCRA then
     if a >= now then d = (a - now) * r + s end
   elseif a > 0 then
@@ -189,10 +221,9 @@ local left = cap - need
 local rem = floor(left / per)
 local mr = left - rem * per
 if mr < 0 then rem = rem - 1 elseif mr >= per then rem = rem + 1 end
-local st
-if GCRA then st = struct.pack('<dd', now + q, mq) else st = struct.pack('<dd', need, now) end
-redis.call('SET', k, st, 'PX', max(minTTL, floor(reset / 1000) + 1))
-return struct.pack('<dddd', 1, rem, 0, reset)
+local x, y = need, now
+if GCRA then x, y = now + q, mq end
+` + leanWrite("x, y", "<dd", "max(minTTL, floor(reset / 1000) + 1)") + `return struct.pack('<dddd', 1, rem, 0, reset)
 `
 
 // leanSlidingLog is ratelimit's slidingLog on the sorted set of the batch
@@ -287,10 +318,11 @@ func leanAnswer(s string) ([4]int64, error) {
 }
 
 // leanPolicy returns ARGV[1] of the lean scripts for a policy's arguments
-// (alg, period µs, burst, r, p, cap), the least expiry in ms and a cost n.
-func leanPolicy(args [6]int64, minTTL, n int64) string {
-	var b [56]byte
-	for i, x := range [7]int64{args[1], args[2], args[3], args[4], args[5], minTTL, n} {
+// (alg, period µs, burst, r, p, cap), the least expiry in ms, a cost n and
+// the store's LegacyState.
+func leanPolicy(args [6]int64, minTTL, n int64, legacy LegacyState) string {
+	var b [64]byte
+	for i, x := range [8]int64{args[1], args[2], args[3], args[4], args[5], minTTL, n, legacy.code()} {
 		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(float64(x)))
 	}
 	return string(b[:])

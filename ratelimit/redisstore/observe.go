@@ -71,7 +71,7 @@ func (h callWatch) op(cmd redis.Cmder) (string, bool) {
 	case "evalsha", "evalsha_ro", "fcall", "fcall_ro": // by hash, or by function name
 		op, ok := h.ops[body]
 		return op, ok
-	case "eval", "eval_ro": // after NOSCRIPT: rare, so hashing it costs nothing that matters
+	case "eval", "eval_ro": // a store's first call of a script, or after NOSCRIPT: rare, so hashing it costs nothing that matters
 		sum := sha1.Sum([]byte(body))
 		op, ok := h.ops[hex.EncodeToString(sum[:])]
 		return op, ok

@@ -24,6 +24,7 @@ type config struct {
 	cacheSize       int
 	observer        metrics.StoreObserver
 	noFunctions     bool
+	legacy          LegacyState
 	errs            []error
 }
 
@@ -64,6 +65,19 @@ func WithPrefix(p string) Option {
 // refuses them), or to compare the two. See the package documentation.
 func WithoutFunctions() Option {
 	return func(c *config) { c.noFunctions = true }
+}
+
+// WithLegacyState sets how the store treats the text state that versions
+// of this package before the binary state kept under the earlier key names
+// (default LegacyCarry; see LegacyState for the upgrade path).
+func WithLegacyState(l LegacyState) Option {
+	return func(c *config) {
+		if l > LegacyIgnore {
+			c.bad("unknown legacy state mode %v", l)
+			return
+		}
+		c.legacy = l
+	}
 }
 
 // WithHashTag sets how a key maps to its hash tag, the part of the Redis key

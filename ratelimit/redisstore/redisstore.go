@@ -17,7 +17,8 @@
 // of its code, so several versions of this package can share one Redis
 // (FUNCTION LIST shows them; FUNCTION DELETE removes an old one). On older
 // servers, on Cluster and Ring clients, and for batches, reservations and
-// refunds, the store runs scripts with EVALSHA (EVAL after NOSCRIPT).
+// refunds, the store runs scripts: EVAL for a store's first call of each,
+// EVALSHA after it (and EVAL again after NOSCRIPT).
 //
 // # Time
 //
@@ -63,14 +64,18 @@
 // key back to a fresh key's state is deleted.
 // The state of FixedWindow, SlidingWindow, TokenBucket and GCRA is kept
 // binary (its numbers as little-endian doubles, all integers below 2^53),
-// under a <policy> whose algorithm tag ends in "2" ("tb2:100:1000000:100"):
-// the text state of versions before it lives under other keys, so during a
-// rolling upgrade old and new processes count separately (for at most one
-// reset time). Memory in Redis (MEMORY USAGE, Redis 7.0): a key of
-// FixedWindow, SlidingWindow, TokenBucket or GCRA is a short string of
-// about 100-120 bytes; a SlidingLog key is a sorted set of its admitted units, about 37
-// bytes per unit up to 128 units (Redis's compact listpack encoding) and
-// about 116 beyond, Rate units at most (116 KB for a 1000-unit log).
+// under a <policy> whose algorithm tag ends in "2" ("tb2:100:1000000:100");
+// versions before it kept the same numbers as text under the tag without
+// the "2". By default (LegacyCarry) a key without binary state is read
+// once from its text key and carried over; LegacyShare makes new and old
+// processes count on the text keys as one limit during a rolling upgrade
+// (see LegacyState for the upgrade path). A SlidingLog's sorted set is
+// the same in all versions and keeps its key. Memory in Redis (MEMORY
+// USAGE, Redis 7.0): a key of FixedWindow, SlidingWindow, TokenBucket or
+// GCRA is a short string of about 100-120 bytes; a SlidingLog key is a
+// sorted set of its admitted units, about 37 bytes per unit up to 128
+// units (Redis's compact listpack encoding) and about 116 beyond, Rate
+// units at most (116 KB for a 1000-unit log).
 //
 // # Failure
 //
@@ -188,8 +193,10 @@ type Store struct {
 	observer   metrics.StoreObserver // nil: none
 	brk        breaker
 	cache      *refusalCache
-	scripts    [6]*redis.Script // by algorithm; 0: all five, for batches
-	fn         atomic.Int32     // the Functions library: fnUnknown, fnLoaded, fnUnsupported
+	scripts    [6]*redis.Script  // by algorithm; 0: all five, for batches
+	sent       [2][6]atomic.Bool // scripts (0) and lean scripts (1) this store has sent in full (see run)
+	fn         atomic.Int32      // the Functions library: fnUnknown, fnLoaded, fnUnsupported
+	legacy     LegacyState
 
 	policies  sync.Map // ratelimit.Policy → *policy
 	npolicies atomic.Int64
@@ -201,6 +208,7 @@ type Store struct {
 type policy struct {
 	err  error
 	id   string // the key suffix naming the policy
+	text string // the suffix of the key of the earlier versions' text state; "": the same key (SlidingLog)
 	alg  ratelimit.Algorithm
 	args [6]int64 // alg, period µs, burst, r, p, cap
 	lean [2]any   // ARGV[1] of the lean scripts for a cost of 1 (leanPolicy), boxed once: server time, caller time
@@ -255,6 +263,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		failure:    cfg.failure,
 		onError:    cfg.onError,
 		observer:   cfg.observer,
+		legacy:     cfg.legacy,
 		brk:        breaker{threshold: int32(cfg.breakerFailures), cooldown: cfg.breakerCooldown},
 	}
 	s.abort.Store(newAbort())
@@ -301,9 +310,11 @@ func ignoresDeadlines(client redis.UniversalClient) bool {
 
 // Preload loads the scripts into Redis (on Cluster, into every master; on a
 // Ring, into every shard), so that the first decisions need no extra round
-// trip. Without it, or after Redis restarts and forgets its scripts, the
-// first call of each script costs one extra round trip (EVALSHA answered
-// NOSCRIPT, then EVAL).
+// trip. Without it a store sends each script in full (EVAL) the first time
+// it needs it, one round trip; after Redis restarts and forgets its
+// scripts, and on Cluster for the first call on a node other than the
+// one that got the EVAL, a call costs one extra round trip (EVALSHA
+// answered NOSCRIPT, then EVAL).
 func (s *Store) Preload(ctx context.Context) error {
 	load := func(ctx context.Context, c redis.Scripter) error {
 		all := append(s.scripts[:], leaseAcquire, leaseRelease, leaseRenew, leaseCount)
@@ -330,13 +341,23 @@ func (s *Store) Preload(ctx context.Context) error {
 			return fmt.Errorf("sluice/redisstore: loading functions: %w", err)
 		}
 	}
+	var err error
 	switch c := s.client.(type) {
 	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
+		err = c.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
 	case *redis.Ring:
-		return c.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
+		err = c.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
+	default:
+		err = load(ctx, s.client)
 	}
-	return load(ctx, s.client)
+	if err == nil {
+		for i := range s.sent {
+			for a := range s.sent[i] {
+				s.sent[i][a].Store(true)
+			}
+		}
+	}
+	return err
 }
 
 // policyOf returns the scripts' form of p, checking it once. The lookup on
@@ -346,7 +367,7 @@ func (s *Store) policyOf(p *ratelimit.Policy) *policy {
 	if q, ok := s.policies.Load(*p); ok {
 		return q.(*policy)
 	}
-	q := toPolicy(*p)
+	q := toPolicy(*p, s.legacy)
 	if s.npolicies.Load() < maxPolicies {
 		if prev, loaded := s.policies.LoadOrStore(*p, q); loaded {
 			return prev.(*policy)
@@ -360,8 +381,8 @@ func (s *Store) policyOf(p *ratelimit.Policy) *policy {
 const maxPolicies = 1 << 12
 
 // toPolicy converts p to microseconds and checks that the scripts decide it
-// exactly.
-func toPolicy(p ratelimit.Policy) *policy {
+// exactly; legacy is the store's LegacyState.
+func toPolicy(p ratelimit.Policy, legacy LegacyState) *policy {
 	lim := p.Limit()
 	alg := p.Algorithm()
 	q := &policy{alg: alg}
@@ -394,11 +415,15 @@ func toPolicy(p ratelimit.Policy) *policy {
 			return q
 		}
 	}
-	// The "2" marks the binary state of the lean scripts: keys of the
-	// text state of earlier versions are never read as binary (during a
-	// rolling upgrade, old and new processes keep separate keys).
-	q.id = fmt.Sprintf("%s2:%d:%d:%d", algTag[alg], rate, P, burst)
-	q.lean = [2]any{leanPolicy(q.args, minTTLServer, 1), leanPolicy(q.args, minTTLCaller, 1)}
+	// The "2" marks the binary state: a key of the text state of earlier
+	// versions (q.text) is never read as binary; LegacyState says when it
+	// is read as text. A sliding log's sorted set did not change.
+	q.id = fmt.Sprintf("%s:%d:%d:%d", algTag[alg], rate, P, burst)
+	if alg != ratelimit.SlidingLog {
+		q.text = q.id
+		q.id = fmt.Sprintf("%s2:%d:%d:%d", algTag[alg], rate, P, burst)
+	}
+	q.lean = [2]any{leanPolicy(q.args, minTTLServer, 1, legacy), leanPolicy(q.args, minTTLCaller, 1, legacy)}
 	return q
 }
 
@@ -417,6 +442,28 @@ func (s *Store) redisKey(key string, q *policy) string {
 		return s.prefix + "{" + sanitize(key) + "}:" + q.id
 	}
 	return s.prefix + "{" + sanitize(s.tag(key)) + "}:" + q.id + ":" + sanitize(key)
+}
+
+// redisKeys returns the Redis key of key under q and, when the scripts
+// may read the earlier versions' text state (LegacyCarry, LegacyShare),
+// the key of that state ("" otherwise). Both are cut from one string, one
+// allocation.
+func (s *Store) redisKeys(key string, q *policy) (string, string) {
+	if s.legacy == LegacyIgnore || q.text == "" {
+		return s.redisKey(key, q), ""
+	}
+	var both string
+	var n int
+	if s.tag == nil {
+		k := sanitize(key)
+		n = len(s.prefix) + len(k) + 3 + len(q.id)
+		both = s.prefix + "{" + k + "}:" + q.id + s.prefix + "{" + k + "}:" + q.text
+	} else {
+		t, k := sanitize(s.tag(key)), sanitize(key)
+		n = len(s.prefix) + len(t) + 4 + len(q.id) + len(k)
+		both = s.prefix + "{" + t + "}:" + q.id + ":" + k + s.prefix + "{" + t + "}:" + q.text + ":" + k
+	}
+	return both[:n], both[n:]
 }
 
 // sanitize returns key if it is short and made of safe characters, else
@@ -481,15 +528,28 @@ func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Reque
 		}
 	}
 	if len(reqs) == 1 && reqs[0].Op == ratelimit.OpAllow && alg > 0 && int(alg) < len(leanScripts) && leanScripts[alg] != nil {
-		key := s.redisKey(reqs[0].Key, pols[0])
+		keys := make([]string, 1, 2)
+		var text string
+		keys[0], text = s.redisKeys(reqs[0].Key, pols[0])
+		if text != "" {
+			keys = append(keys, text)
+		}
 		if !s.tryRedis() {
 			return s.degrade(ctx, now, reqs, ErrBreakerOpen)
 		}
-		return s.applyLean(ctx, now, reqs, pols[0], key, gen)
+		return s.applyLean(ctx, now, reqs, pols[0], keys, gen)
 	}
-	keys := make([]string, 0, len(reqs))
+	legacy := s.legacy.code()
+	keys := make([]string, len(reqs), 2*len(reqs))
 	for i := range reqs {
-		keys = append(keys, s.redisKey(reqs[i].Key, pols[i]))
+		var text string
+		keys[i], text = s.redisKeys(reqs[i].Key, pols[i])
+		if legacy > 0 {
+			if text == "" {
+				text = keys[i] // a sliding log's: never read as text
+			}
+			keys = append(keys, text)
+		}
 	}
 	if err := s.sameNode(keys); err != nil {
 		return err
@@ -497,13 +557,13 @@ func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Reque
 	if !s.tryRedis() {
 		return s.degrade(ctx, now, reqs, ErrBreakerOpen)
 	}
-	args := make([]any, 0, 2+fieldsPerRequest*len(reqs))
+	args := make([]any, 0, 3+fieldsPerRequest*len(reqs))
 	if s.callerTime {
 		// The caller's clock may run apart from the server's, which
 		// expires the keys: keep them at least a minute.
-		args = append(args, floorDiv(nowNs, 1000), 60000)
+		args = append(args, floorDiv(nowNs, 1000), 60000, legacy)
 	} else {
-		args = append(args, -1, 1)
+		args = append(args, -1, 1, legacy)
 	}
 	for i := range reqs {
 		r, q := &reqs[i], pols[i]
@@ -524,7 +584,7 @@ func (s *Store) Apply(ctx context.Context, now time.Time, reqs []ratelimit.Reque
 
 	c := s.begin(ctx)
 	defer c.end()
-	vals, err := s.scripts[alg].Run(c.ctx, s.client, keys, args...).Int64Slice()
+	vals, err := s.run(c.ctx, s.scripts[alg], &s.sent[0][alg], keys, args).Int64Slice()
 	if err == nil && len(vals) != 2+7*len(reqs) {
 		err = fmt.Errorf("sluice/redisstore: script answered %d values for %d requests", len(vals), len(reqs))
 	}
@@ -566,7 +626,7 @@ const (
 
 // applyLean decides one OpAllow request with its algorithm's lean script:
 // FCALL where the server has Redis Functions (see lean.go), else EVALSHA.
-func (s *Store) applyLean(ctx context.Context, now time.Time, reqs []ratelimit.Request, q *policy, key string, gen uint64) error {
+func (s *Store) applyLean(ctx context.Context, now time.Time, reqs []ratelimit.Request, q *policy, keys []string, gen uint64) error {
 	r := &reqs[0]
 	var argBuf [2]any
 	args := argBuf[:0]
@@ -578,7 +638,7 @@ func (s *Store) applyLean(ctx context.Context, now time.Time, reqs []ratelimit.R
 	if r.N == 1 {
 		args = append(args, q.lean[mode])
 	} else {
-		args = append(args, leanPolicy(q.args, [2]int64{minTTLServer, minTTLCaller}[mode], int64(r.N)))
+		args = append(args, leanPolicy(q.args, [2]int64{minTTLServer, minTTLCaller}[mode], int64(r.N), s.legacy))
 	}
 	if s.callerTime {
 		args = append(args, floorDiv(nowNs, 1000))
@@ -586,7 +646,7 @@ func (s *Store) applyLean(ctx context.Context, now time.Time, reqs []ratelimit.R
 	c := s.begin(ctx)
 	defer c.end()
 	var v [4]int64
-	ans, err := s.runLean(c.ctx, q.alg, key, args)
+	ans, err := s.runLean(c.ctx, q.alg, keys, args)
 	if err == nil {
 		v, err = leanAnswer(ans)
 	}
@@ -618,18 +678,17 @@ const (
 	fnUnsupported        // the server has no Functions, or the client is not a *redis.Client: EVALSHA
 )
 
-// runLean runs the lean body of alg on key: with FCALL when the library
+// runLean runs the lean body of alg on keys: with FCALL when the library
 // is loaded; with FUNCTION LOAD REPLACE and FCALL in one pipeline (one
 // round trip) when this store has not loaded it yet or the server lost it
-// (FUNCTION FLUSH, a new server); with EVALSHA (and EVAL after NOSCRIPT)
-// where Functions are not supported.
-func (s *Store) runLean(ctx context.Context, alg ratelimit.Algorithm, key string, args []any) (string, error) {
+// (FUNCTION FLUSH, a new server); as a script (run: EVAL the first time,
+// then EVALSHA) where Functions are not supported.
+func (s *Store) runLean(ctx context.Context, alg ratelimit.Algorithm, keys []string, args []any) (string, error) {
 	c, ok := s.client.(*redis.Client)
 	state := s.fn.Load()
 	if !ok || state == fnUnsupported {
-		return leanScripts[alg].Run(ctx, s.client, []string{key}, args...).Text()
+		return s.run(ctx, leanScripts[alg], &s.sent[1][alg], keys, args).Text()
 	}
-	keys := []string{key}
 	if state == fnLoaded {
 		v, err := c.FCall(ctx, leanFunctions[alg], keys, args...).Text()
 		if err == nil || !isNoFunction(err) {
@@ -647,7 +706,7 @@ func (s *Store) runLean(ctx context.Context, alg ratelimit.Algorithm, key string
 		if lerr := cmds[0].Err(); lerr != nil {
 			if isNoFunctions(lerr) {
 				s.fn.Store(fnUnsupported)
-				return leanScripts[alg].Run(ctx, s.client, keys, args...).Text()
+				return s.run(ctx, leanScripts[alg], &s.sent[1][alg], keys, args).Text()
 			}
 			return "", lerr
 		}
@@ -657,6 +716,27 @@ func (s *Store) runLean(ctx context.Context, alg ratelimit.Algorithm, key string
 		return "", err
 	}
 	return call.Text()
+}
+
+// run runs sc with EVALSHA once this store has sent it in full (sent),
+// else with EVAL, which also caches it in the server: the store's first
+// call of each script is one round trip, not two (EVALSHA answered
+// NOSCRIPT, then EVAL). A server that lost its scripts (restarted, SCRIPT
+// FLUSH) or, on Cluster, a node that has not seen the script yet answers
+// NOSCRIPT once, and gets EVAL. Preload sends every script ahead.
+func (s *Store) run(ctx context.Context, sc *redis.Script, sent *atomic.Bool, keys []string, args []any) *redis.Cmd {
+	if sent.Load() {
+		cmd := sc.EvalSha(ctx, s.client, keys, args...)
+		if err := cmd.Err(); err == nil || !redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return cmd
+		}
+	}
+	cmd := sc.Eval(ctx, s.client, keys, args...)
+	var rerr redis.Error
+	if err := cmd.Err(); err == nil || errors.As(err, &rerr) {
+		sent.Store(true) // answered by the server, which compiled it
+	}
+	return cmd
 }
 
 // isNoFunction reports whether err is Redis's answer to FCALL of a

@@ -461,11 +461,11 @@ func TestOptionsValidated(t *testing.T) {
 	defer c.Close()
 	_, err := redisstore.New(c, redisstore.WithPrefix("a{b"), redisstore.WithTimeout(-1), redisstore.WithBreaker(-1, 0),
 		redisstore.WithFailurePolicy(9), redisstore.WithRefusalCache(-1), redisstore.WithHashTag(nil), redisstore.WithErrorHandler(nil),
-		redisstore.WithLocalMaxKeys(0))
+		redisstore.WithLocalMaxKeys(0), redisstore.WithLegacyState(7))
 	if err == nil {
 		t.Fatal("invalid options accepted")
 	}
-	for _, want := range []string{"prefix", "timeout", "breaker", "failure policy", "refusal cache", "WithHashTag", "WithErrorHandler", "local max keys"} {
+	for _, want := range []string{"prefix", "timeout", "breaker", "failure policy", "refusal cache", "WithHashTag", "WithErrorHandler", "local max keys", "legacy state"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}

@@ -27,10 +27,15 @@ import (
 //
 //	ARGV[1]            the time in µs, or -1 to read the server's TIME
 //	ARGV[2]            the least expiry of a written key, in ms
-//	ARGV[3..]          per request, fieldsPerRequest values:
+//	ARGV[3]            the store's LegacyState L (0, 1 or 2)
+//	ARGV[4..]          per request, fieldsPerRequest values:
 //	                   alg, period µs, burst, r, p, cap, op, n, shadow,
 //	                   maxWait µs (-1: none), mark A, mark B
 //
+// With N requests, KEYS[1..N] are their keys and, when L > 0, KEYS[N+i]
+// the key of request i's text state of earlier versions: read where
+// KEYS[i] has no state, and with L = 2 (LegacyShare) decided and written
+// back there, as text (see LegacyState and the lean scripts' leanRead).
 // It returns {now, refused, then per request: allowed, remaining, retry µs,
 // reset µs, delay µs, mark A, mark B}. Requests are decided in order, each
 // against the state the ones before it left (kept in the table pending);
@@ -54,6 +59,18 @@ local function later(lag, x) -- a wait measured from the caller's time (keyTime)
 end
 local function num(s) return tonumber(s) end
 local function str(x) return string.format('%.0f', x) end
+local function loadText(k) -- the text state of earlier versions: "a b" or "a b c"
+  local v = redis.call('GET', k)
+  if not v then return nil end
+  local s = {}
+  for x in string.gmatch(v, '%S+') do s[#s + 1] = num(x) end
+  return s
+end
+local function saveText(s)
+  local t = {}
+  for i, x in ipairs(s) do t[i] = str(x) end
+  return table.concat(t, ' ')
+end
 local ALG = {}
 `
 
@@ -202,8 +219,9 @@ ALG[2] = { log = true }
 const luaDriver = `
 local now = num(ARGV[1])
 if now < 0 then local t = redis.call('TIME'); now = num(t[1]) * 1000000 + num(t[2]) end
-local minTTL = num(ARGV[2])
+local minTTL, L = num(ARGV[2]), num(ARGV[3])
 local F = 12
+local N = (#ARGV - 3) / F
 local pending, order, out, undo = {}, {}, {now, 0}, {}
 local refused = false
 local function logAt(pk, k, j) -- the j-th oldest stamp (0-based) in a log's window
@@ -216,8 +234,9 @@ local function logState(pk, k, add) -- remaining and reset of a log holding add 
   if c > 0 then reset = logAt(pk, k, c - 1) + pk.q.P - now end
   return pk.q.b - c, reset
 end
-for i, k in ipairs(KEYS) do
-  local o = 2 + (i - 1) * F
+for i = 1, N do
+  local k = KEYS[i]
+  local o = 3 + (i - 1) * F
   local alg = num(ARGV[o + 1])
   local q = {P = num(ARGV[o + 2]), b = num(ARGV[o + 3]), r = num(ARGV[o + 4]), p = num(ARGV[o + 5]), cap = num(ARGV[o + 6])}
   local op, n, shadow, maxWait = num(ARGV[o + 7]), num(ARGV[o + 8]), ARGV[o + 9] == '1', num(ARGV[o + 10])
@@ -239,7 +258,11 @@ for i, k in ipairs(KEYS) do
         if pk.c == 0 then redis.call('DEL', k); pk.old = 0 end
       end
     else
-      pk.s = A.load(k)
+      pk.s, pk.k = A.load(k), k
+      if not pk.s and L > 0 then
+        pk.s = loadText(KEYS[N + i])
+        if L == 2 then pk.k, pk.text = KEYS[N + i], true end
+      end
     end
     pending[k] = pk
     table.insert(order, k)
@@ -316,10 +339,12 @@ for _, k in ipairs(order) do
       redis.call('PEXPIRE', k, str(math.max(minTTL, math.floor((pk.t - now + pk.q.P) / 1000) + 1)))
     end
   elseif pk.dirty then
-    if pk.s == nil then
-      redis.call('DEL', k)
+    local v
+    if pk.text and pk.s then v = saveText(pk.s) elseif pk.s then v = pk.alg.save(k, pk.s) end
+    if v == nil then
+      redis.call('DEL', pk.k)
     else
-      redis.call('SET', k, pk.alg.save(k, pk.s), 'PX', str(math.max(minTTL, math.floor(pk.reset / 1000) + 1)))
+      redis.call('SET', pk.k, v, 'PX', str(math.max(minTTL, math.floor(pk.reset / 1000) + 1)))
     end
   end
 end
