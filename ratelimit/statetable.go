@@ -411,7 +411,7 @@ func (t *stateTable) revert(r *Request, u undo, now int64) {
 func (t *stateTable) insert(sh *stateShard, key string, pr *probe, v State, now int64) error {
 	t.sweep(sh, now, sweepPerInsert, true)
 	long := len(key) > shortKey
-	if long && len(sh.arena)+len(key) > math.MaxUint32 {
+	if long && uint64(len(sh.arena))+uint64(len(key)) > math.MaxUint32 {
 		return ErrTooManyKeys // offsets are 32 bits: 4 GiB of long keys per shard
 	}
 	if !t.store.addKey() && !t.reclaim(sh, now) {
