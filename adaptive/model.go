@@ -646,8 +646,14 @@ func (m *model) stepProbe(s *Sample, now int64) int64 {
 //     slower than those it saw, still in flight (a service with a few very
 //     slow requests, whose slowest seen is still the fast kind).
 func (m *model) censored(s *Sample, now int64) bool {
-	return m.born < 0 || 2*float64(s.MaxRTT) > float64(now-m.born) ||
-		s.Rate()*s.AvgRTT.Seconds() < littleShare*float64(s.Held())
+	return m.censoredBy(s.MaxRTT, s.Rate()*s.AvgRTT.Seconds(), s.Held(), now)
+}
+
+// censoredBy is censored on the figures themselves: the slowest RTT, the
+// concurrency the completions explain (rate · mean RTT) and the concurrency
+// held.
+func (m *model) censoredBy(slowest time.Duration, explained float64, held int, now int64) bool {
+	return m.born < 0 || 2*float64(slowest) > float64(now-m.born) || explained < littleShare*float64(held)
 }
 
 // up reports whether a cold start may probe up from window s (see stepUp):
@@ -707,7 +713,7 @@ func (m *model) stepUp(s *Sample, now int64) int64 {
 	}
 	rtt, avg := p.rttSum/p.cnt, p.avgSum/p.cnt
 	upX, upN := x, p.done
-	trusted := !m.censored(&Sample{MaxRTT: p.maxRTT, Count: int(p.cnt), Window: time.Duration(p.dur * 1e9), AvgRTT: time.Duration(avg), MaxInFlight: int(p.level), Limit: int(p.level)}, now)
+	trusted := !m.censoredBy(p.maxRTT, p.cnt/p.dur*avg/1e9, int(p.level), now)
 	p.up = false
 	p.drains, p.windows, p.cnt, p.done, p.dur, p.rttSum, p.avgSum, p.maxRTT = 0, 0, 0, 0, 0, 0, 0, 0
 	switch {
