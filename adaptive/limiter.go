@@ -495,33 +495,34 @@ func (l *Limiter) maybeFlush(now int64) {
 	}
 	defer l.flushing.Store(false)
 	start := l.winStart.Load()
+	minWin, maxWin := l.span()
 	elapsed := now - start
 	count, drops := l.win.count(), l.win.drops()
 	if !l.win.full() {
-		if elapsed < l.minWin {
+		if elapsed < minWin {
 			return // another goroutine closed it just now
 		}
-		if act := l.activeSince(now, elapsed, count); act-start >= l.maxWin {
+		if act := l.activeSince(now, elapsed, count, maxWin); act-start >= maxWin {
 			// An idle gap: the window's oldest completed request was
 			// admitted a whole maximum window after it began (a server
 			// started before its traffic, or idle for a while). The
 			// window begins at that admission instead, so that its rate
 			// is the traffic's and not spread over the gap.
 			l.winStart.Store(act)
-			l.due.Store(act + l.minWin)
+			l.due.Store(act + minWin)
 			return
 		}
-		if count+drops < l.minSamp && elapsed < l.maxWin {
+		if count+drops < l.minSamp && elapsed < maxWin {
 			// Not enough yet: look again a little later rather than on
 			// every release.
-			l.due.Store(min(start+l.maxWin, now+max(l.minWin/16, 1)))
+			l.due.Store(min(start+maxWin, now+max(minWin/16, 1)))
 			return
 		}
 	}
 	if count == 0 && drops == 0 {
 		// A long window with no samples (only ignores): start afresh.
 		l.winStart.Store(now)
-		l.due.Store(now + l.minWin)
+		l.due.Store(now + minWin)
 		return
 	}
 	s := Sample{At: time.Duration(now), Window: time.Duration(elapsed), Queued: int(l.waiters.Load())}
@@ -533,12 +534,21 @@ func (l *Limiter) maybeFlush(now int64) {
 		l.front.take(&s)
 	}
 	l.winStart.Store(now)
-	l.due.Store(now + l.minWin)
 	if s.Count > 0 {
 		l.lastRTT.Store(int64(s.AvgRTT))
 	}
+	minWin, _ = l.span()
+	l.due.Store(now + minWin)
 	next := l.learn(&s, now)
 	l.setLimit(min(max(next, l.minLim), l.maxLim))
+}
+
+// span returns the window's least and greatest length: WithWindow's, or
+// winRounds round trips at the floor when that is longer (see winRounds).
+// It reads the model, so only the flushing goroutine calls it.
+func (l *Limiter) span() (minWin, maxWin int64) {
+	r := winRounds * int64(l.mdl.floorMean)
+	return max(l.minWin, r), max(l.maxWin, r)
 }
 
 // activeSince returns, for a window that lasted at least its maximum and
@@ -546,8 +556,8 @@ func (l *Limiter) maybeFlush(now int64) {
 // request (now minus its slowest RTT); otherwise the window's start (no
 // scan of the shards). A window of drops alone is never moved: its drops
 // must reach the algorithm.
-func (l *Limiter) activeSince(now, elapsed, count int64) int64 {
-	if elapsed < l.maxWin || count == 0 {
+func (l *Limiter) activeSince(now, elapsed, count, maxWin int64) int64 {
+	if elapsed < maxWin || count == 0 {
 		return now - elapsed
 	}
 	return now - l.win.slowest()

@@ -291,6 +291,17 @@ const (
 	slowLook = 3
 	slowCut  = 0.75
 	slowFlat = 0.9
+	// winRounds: a window lasts at least this many round trips at the
+	// floor (its mean), when that is longer than WithWindow's minimum (and
+	// its maximum then stretches to match). In a window shorter than the
+	// requests it measures, the slow ones admitted in it complete only in
+	// a later one and, after the limit moved, its completions are the old
+	// limit's for a whole round trip: on a service with a 336 ms floor and
+	// 100 ms windows, a probe's levels each read the level before. Two:
+	// a request of the mean length admitted in the window's first half
+	// completes in it. At the floor, not at the window's RTT: queueing
+	// must not slow the gate's reactions to it.
+	winRounds = 2
 )
 
 func newModel(minLimit, maxLimit int64) model {
@@ -533,7 +544,7 @@ func (m *model) start(s *Sample, base int64, kind int) int64 {
 		return p.level
 	}
 	if m.probe.check {
-		if k := int64(math.Ceil(checkDepth*m.knee() - 1e-9)); k < m.probe.level {
+		if k := m.checkLevel(); k < m.probe.level {
 			m.probe.level = max(k, m.probeMinL)
 		}
 	} else if base < int64(s.Limit) {
@@ -544,6 +555,23 @@ func (m *model) start(s *Sample, base int64, kind int) int64 {
 		m.probe.add(s) // the triggering window is the reference's first
 	}
 	return m.probe.level
+}
+
+// checkLevel is the limit a check holds: ⌈checkDepth·K⌉, or, where that
+// rounds up to the knee itself (a knee of a few requests), the largest
+// limit below it. A level at or above the believed knee cannot confirm a
+// floor: on one core at half load the windows show twice the service time
+// (requests queue), the knee then reads two, and a check at two requests
+// sharing the core measures twice the service time again — a floor that
+// confirms itself. Under the knee, a floor that holds queueing shows as an
+// RTT faster than itself.
+func (m *model) checkLevel() int64 {
+	k := m.knee()
+	c := int64(math.Ceil(checkDepth*k - 1e-9))
+	if float64(c) >= k {
+		c = int64(math.Ceil(k-1e-9)) - 1
+	}
+	return c
 }
 
 // add counts a measuring window at the probe's level.

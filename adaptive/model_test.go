@@ -647,3 +647,40 @@ func TestCensoredColdStartDoesNotProbeUp(t *testing.T) {
 		}
 	}
 }
+
+// One core at half load: the callers keep two requests in flight, which
+// share the core, so the unsaturated windows show twice the service time
+// (2ms) and the floor believed is 2ms, unconfirmed. In overload the knee it
+// implies is 1,000/s · 2ms = 2; a check at two requests would measure 2ms
+// again and confirm it. The check holds one, under that knee, reads 1ms and
+// replaces the floor, and the knee with it.
+func TestCheckHoldsALevelUnderTheKnee(t *testing.T) {
+	alg := &prober{initial: 20}
+	l := newProbed(t, alg)
+	var now int64
+	v := &server{cores: 1, svc: ms, demand: 2}
+	run(l, v, &now, 10)
+	if f := l.Floor(); f != 2*ms || l.mdl.confirmed {
+		t.Fatalf("floor at half load %v (confirmed %v), want 2ms unconfirmed", f, l.mdl.confirmed)
+	}
+	v.demand = 0 // overload
+	got := run(l, v, &now, 30)
+	if !slices.Contains(got, 1) || slices.Contains(got, 2) {
+		t.Fatalf("limits %v: want a check at 1, none at 2", got)
+	}
+	if f := l.Floor(); f != ms || !l.mdl.confirmed {
+		t.Fatalf("floor %v (confirmed %v), want 1ms confirmed", f, l.mdl.confirmed)
+	}
+	if k := l.mdl.knee(); math.Abs(k-1) > 0.05 {
+		t.Fatalf("knee %.2f, want 1", k)
+	}
+	for _, k := range []struct {
+		knee float64
+		want int64
+	}{{1.68, 1}, {2, 1}, {3.5, 3}, {5, 4}, {20, 18}, {100, 90}} {
+		m := model{thr: 1000, floorMean: k.knee * 1e6}
+		if got := m.checkLevel(); got != k.want {
+			t.Errorf("knee %v: check level %d, want %d", k.knee, got, k.want)
+		}
+	}
+}

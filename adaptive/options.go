@@ -113,7 +113,9 @@ func WithMaxLimit(n int) Option {
 // WithWindow sets the sampling window. A window closes at the first release
 // after it has lasted min and holds at least WithMinSamples samples, or after
 // it has lasted max and holds any sample or drop. Defaults: 100ms and 1s.
-// 0 < min ≤ max is required.
+// 0 < min ≤ max is required. For a service slower than half of min, both
+// stretch to two round trips at the measured floor (Floor's mean), so that
+// a window is never shorter than the requests it measures.
 func WithWindow(min, max time.Duration) Option {
 	return optionFunc(func(cfg *config) { cfg.minWindow, cfg.maxWindow = min, max })
 }
