@@ -534,11 +534,10 @@ func (l *Limiter) maybeFlush(now int64) {
 		l.front.take(&s)
 	}
 	l.winStart.Store(now)
+	l.due.Store(now + minWin)
 	if s.Count > 0 {
 		l.lastRTT.Store(int64(s.AvgRTT))
 	}
-	minWin, _ = l.span()
-	l.due.Store(now + minWin)
 	next := l.learn(&s, now)
 	l.setLimit(min(max(next, l.minLim), l.maxLim))
 }
