@@ -44,6 +44,8 @@ func runMatrix(args []string, stdout, stderr io.Writer) int {
 		quickMatrix.scenarios+", "+strconv.Itoa(quickMatrix.seeds)+" seeds (flags given explicitly win)")
 	out := fs.String("out", "", "write the markdown report to this file (default: print it)")
 	list := fs.Bool("list", false, "list the models, distributions and scenarios and exit")
+	trace := fs.String("trace", "", "print one row's time series instead of the report: model/cores/dist/scenario, e.g. ps/16/bimodal/halve-cores (policies: -policies, default gradient-default; seed: -seed)")
+	every := fs.Duration("every", 500*time.Millisecond, "with -trace, the length of each printed interval")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -54,6 +56,13 @@ func runMatrix(args []string, stdout, stderr io.Writer) int {
 	if *list {
 		listMatrix(stdout)
 		return 0
+	}
+	if *trace != "" {
+		pols := "gradient-default"
+		if *policies != "" {
+			pols = *policies
+		}
+		return traceRow(stdout, stderr, *trace, pols, *seed, *every)
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -154,6 +163,95 @@ func runMatrix(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "%d rows in %s; report: %s\n", len(m.Rows), took.Round(time.Second), *out)
 	return code
 }
+
+// traceRow is `sluice matrix -trace`: one zoo row (model/cores/dist/
+// scenario) run once per policy with the given seed, its targets judged
+// and its series printed at intervals of every: what the policy did, and
+// what the model believed (its floor against the true one).
+func traceRow(stdout, stderr io.Writer, row, policies string, seed uint64, every time.Duration) int {
+	sc, err := zooScenario(row)
+	if err == nil && every <= 0 {
+		err = fmt.Errorf("-every %v: must be positive", every)
+	}
+	var specs []sim.PolicySpec
+	if err == nil {
+		specs, err = sim.FindPolicies(append(sim.BuiltinPolicies(), sim.ExtraPolicies()...), split(policies))
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice matrix:", err)
+		return 2
+	}
+	for _, spec := range specs {
+		r, err := sim.Run(sc, spec, seed)
+		if err != nil {
+			fmt.Fprintln(stderr, "sluice matrix:", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "%s, %s, seed %d:", row, spec.Name, seed)
+		for _, t := range r.Targets {
+			switch {
+			case t.NA:
+				fmt.Fprintf(stdout, " %s n/a;", t.Target)
+			case t.Pass:
+				fmt.Fprintf(stdout, " %s pass (%.3g);", t.Target, t.Value)
+			default:
+				fmt.Fprintf(stdout, " %s FAIL (%.3g);", t.Target, t.Value)
+			}
+		}
+		fmt.Fprintln(stdout)
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "t s\toffered/s\tgoodput/s\trefused/s\tcapacity/s\tp99 ms\tlimit\tin flight\tfloor ms\ttrue floor ms\t")
+		var acc sim.Point
+		n := 0
+		for i, p := range r.Series {
+			acc.Offered += p.Offered
+			acc.Goodput += p.Goodput
+			acc.Rejected += p.Rejected
+			acc.Capacity += p.Capacity
+			acc.P99 = max(acc.P99, p.P99)
+			n++
+			if p.T%every != 0 && i < len(r.Series)-1 {
+				continue
+			}
+			k := float64(n)
+			fmt.Fprintf(tw, "%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%.1f\t%d\t%d\t%.2f\t%.2f\t\n", p.T.Seconds(), acc.Offered/k, acc.Goodput/k,
+				acc.Rejected/k, acc.Capacity/k, ms(acc.P99), p.Limit, p.InFlight, ms(p.Floor), ms(p.FloorTrue))
+			acc, n = sim.Point{}, 0
+		}
+		tw.Flush()
+	}
+	return 0
+}
+
+// zooScenario finds the incident scenario of a zoo row named
+// model/cores/dist/scenario.
+func zooScenario(row string) (sim.Scenario, error) {
+	parts := strings.Split(row, "/")
+	if len(parts) != 4 {
+		return sim.Scenario{}, fmt.Errorf("-trace %q: want model/cores/dist/scenario, e.g. ps/16/bimodal/halve-cores", row)
+	}
+	models, err := sim.FindZooModels(parts[:1])
+	if err != nil {
+		return sim.Scenario{}, err
+	}
+	cores, err := strconv.Atoi(parts[1])
+	if err != nil || cores < 1 {
+		return sim.Scenario{}, fmt.Errorf("-trace %q: bad core count %q", row, parts[1])
+	}
+	dists, err := sim.FindZooDists(parts[2:3])
+	if err != nil {
+		return sim.Scenario{}, err
+	}
+	for _, sc := range sim.Incidents(models[0].Server(cores, dists[0])) {
+		if sc.Name == parts[3] {
+			return sc, nil
+		}
+	}
+	return sim.Scenario{}, fmt.Errorf("-trace %q: unknown incident scenario %q (-list names them)", row, parts[3])
+}
+
+// ms is d in milliseconds.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func split(s string) []string {
 	var out []string

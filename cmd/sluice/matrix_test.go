@@ -53,6 +53,10 @@ func TestMatrixFlags(t *testing.T) {
 		{[]string{"matrix", "-seeds", "0"}, 2, "-seeds"},
 		{[]string{"matrix", "-scale", "0"}, 2, "-scale"},
 		{[]string{"matrix", "extra"}, 2, "unexpected arguments"},
+		{[]string{"matrix", "-trace", "ps/4/exp"}, 2, "want model/cores/dist/scenario"},
+		{[]string{"matrix", "-trace", "ps/0/exp/bursts"}, 2, "bad core count"},
+		{[]string{"matrix", "-trace", "ps/4/exp/nope"}, 2, `unknown incident scenario "nope"`},
+		{[]string{"matrix", "-trace", "ps/4/exp/bursts", "-every", "0s"}, 2, "must be positive"},
 	}
 	for _, tt := range tests {
 		var out, errb bytes.Buffer
@@ -62,5 +66,25 @@ func TestMatrixFlags(t *testing.T) {
 		if got := out.String() + errb.String(); !strings.Contains(got, tt.out) {
 			t.Errorf("run(%q) printed %q, want it to contain %q", tt.args, got, tt.out)
 		}
+	}
+}
+
+// TestMatrixTrace prints one row's series: its verdicts, then a line per
+// interval with the limit and the floor the gate believed.
+func TestMatrixTrace(t *testing.T) {
+	args := []string{"matrix", "-trace", "fifo/4/exp/no-harm-0.7", "-policies", "static,gradient-default", "-every", "5s"}
+	var stdout, stderr bytes.Buffer
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("run(%q) = %d, stderr:\n%s", args, code, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"fifo/4/exp/no-harm-0.7, static, seed 1: reject_ratio ≤ 0.005 ",
+		"fifo/4/exp/no-harm-0.7, gradient-default, seed 1:", "floor_error ≤ 0.3 ", "true floor ms", "  25.00  "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the trace does not contain %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "\n"); n != 2*(1+1+5) {
+		t.Errorf("%d lines, want per policy a verdict, a header and 5 intervals of 5 s:\n%s", n, out)
 	}
 }
