@@ -542,10 +542,16 @@ func (l *Limiter) maybeFlush(now int64) {
 	l.setLimit(min(max(next, l.minLim), l.maxLim))
 }
 
-// span returns the window's least and greatest length: WithWindow's, or
-// winRounds round trips at the floor when that is longer (see winRounds).
-// It reads the model, so only the flushing goroutine calls it.
+// span returns the window's least and greatest length: WithWindow's, or,
+// for an algorithm that probes the floor (FloorProber), winRounds round
+// trips at the floor when that is longer (see winRounds): the probe's
+// levels are measured over whole requests. Other algorithms keep their
+// windows exactly (per-request windows stay per request). It reads the
+// model, so only the flushing goroutine calls it.
 func (l *Limiter) span() (minWin, maxWin int64) {
+	if !l.prober {
+		return l.minWin, l.maxWin
+	}
 	r := winRounds * int64(l.mdl.floorMean)
 	return max(l.minWin, r), max(l.maxWin, r)
 }

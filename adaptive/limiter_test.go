@@ -714,35 +714,46 @@ func TestSampleCountsRejections(t *testing.T) {
 }
 
 // A service whose requests take 300 ms, seen through 100 ms windows: once
-// the first window has shown the floor, every window lasts at least two
-// round trips at it (600 ms), so that it holds whole requests.
+// the first window has shown the floor, every window of an algorithm that
+// probes the floor lasts at least two round trips at it (600 ms), so that
+// it holds whole requests. Another algorithm keeps its 100 ms windows.
 func TestWindowSpansTwoRoundTripsOfASlowService(t *testing.T) {
-	c := clock.NewManual(t0)
-	alg := &scripted{initial: 50}
-	l := mustNew(t, alg, WithClock(c), WithWindow(100*time.Millisecond, time.Second), WithMinSamples(3))
 	const rtt = 300 * time.Millisecond
-	var held []Token
-	for range 200 { // one admission every 20 ms for 4 s, each released 300 ms later
-		tok, ok := l.TryAcquire()
-		if !ok {
-			t.Fatal("refused")
+	drive := func(alg Algorithm) {
+		c := clock.NewManual(t0)
+		l := mustNew(t, alg, WithClock(c), WithWindow(100*time.Millisecond, time.Second), WithMinSamples(3))
+		var held []Token
+		for range 200 { // one admission every 20 ms for 4 s, each released 300 ms later
+			tok, ok := l.TryAcquire()
+			if !ok {
+				t.Fatal("refused")
+			}
+			held = append(held, tok)
+			if len(held) > int(rtt/(20*time.Millisecond)) {
+				held[0].Success()
+				held = held[1:]
+			}
+			c.Advance(20 * time.Millisecond)
 		}
-		held = append(held, tok)
-		if len(held) > int(rtt/(20*time.Millisecond)) {
-			held[0].Success()
-			held = held[1:]
-		}
-		c.Advance(20 * time.Millisecond)
 	}
-	if len(alg.samples) < 3 {
-		t.Fatalf("%d windows closed, want several", len(alg.samples))
+	probing := &prober{initial: 50}
+	drive(probing)
+	if len(probing.samples) < 3 {
+		t.Fatalf("%d windows closed, want several", len(probing.samples))
 	}
-	if f := alg.samples[0].FloorMean; f != rtt {
+	if f := probing.samples[0].FloorMean; f != rtt {
 		t.Fatalf("first window's floor %v, want %v", f, rtt)
 	}
-	for i, s := range alg.samples[1:] {
+	for i, s := range probing.samples[1:] {
 		if s.Window < 2*rtt {
 			t.Fatalf("window %d lasted %v, want at least two round trips (%v)", i+1, s.Window, 2*rtt)
+		}
+	}
+	other := &scripted{initial: 50}
+	drive(other)
+	for i, s := range other.samples {
+		if s.Window >= 2*rtt {
+			t.Fatalf("window %d of an algorithm that does not probe lasted %v, want WithWindow's", i, s.Window)
 		}
 	}
 }

@@ -113,9 +113,11 @@ func WithMaxLimit(n int) Option {
 // WithWindow sets the sampling window. A window closes at the first release
 // after it has lasted min and holds at least WithMinSamples samples, or after
 // it has lasted max and holds any sample or drop. Defaults: 100ms and 1s.
-// 0 < min ≤ max is required. For a service slower than half of min, both
+// 0 < min ≤ max is required. For an algorithm that probes the floor
+// (FloorProber: gradient, vegas) on a service slower than half of min, both
 // stretch to two round trips at the measured floor (Floor's mean), so that
-// a window is never shorter than the requests it measures.
+// a window is never shorter than the requests it measures; other
+// algorithms keep exactly these lengths.
 func WithWindow(min, max time.Duration) Option {
 	return optionFunc(func(cfg *config) { cfg.minWindow, cfg.maxWindow = min, max })
 }
