@@ -28,6 +28,16 @@ func mustNew(t testing.TB, alg Algorithm, opts ...Option) *Limiter {
 	return l
 }
 
+// mustAcquire takes a slot of l, failing the test if it is refused.
+func mustAcquire(t testing.TB, l *Limiter) Token {
+	t.Helper()
+	tok, ok := l.TryAcquire()
+	if !ok {
+		t.Fatal("refused")
+	}
+	return tok
+}
+
 func TestNewRejectsInvalidConfiguration(t *testing.T) {
 	tests := []struct {
 		name string
@@ -163,10 +173,7 @@ func TestWindowClosesOnTheReleaseThatFindsItDue(t *testing.T) {
 	l := mustNew(t, alg, WithClock(c), WithWindow(100*time.Millisecond, time.Second), WithMinSamples(3))
 
 	hold := func(d time.Duration) Token {
-		tok, ok := l.TryAcquire()
-		if !ok {
-			t.Fatal("refused")
-		}
+		tok := mustAcquire(t, l)
 		c.Advance(d)
 		return tok
 	}
@@ -223,11 +230,7 @@ func TestWindowAfterAnIdleGapStartsWithTheTraffic(t *testing.T) {
 	c.Advance(2 * time.Second) // idle
 	var toks []Token
 	for range 5 {
-		tok, ok := l.TryAcquire()
-		if !ok {
-			t.Fatal("refused")
-		}
-		toks = append(toks, tok)
+		toks = append(toks, mustAcquire(t, l))
 		c.Advance(4 * time.Millisecond)
 	}
 	toks[0].Success() // at 2.02 s: the first release, 20 ms of traffic
@@ -724,11 +727,7 @@ func TestWindowSpansTwoRoundTripsOfASlowService(t *testing.T) {
 		l := mustNew(t, alg, WithClock(c), WithWindow(100*time.Millisecond, time.Second), WithMinSamples(3))
 		var held []Token
 		for range 200 { // one admission every 20 ms for 4 s, each released 300 ms later
-			tok, ok := l.TryAcquire()
-			if !ok {
-				t.Fatal("refused")
-			}
-			held = append(held, tok)
+			held = append(held, mustAcquire(t, l))
 			if len(held) > int(rtt/(20*time.Millisecond)) {
 				held[0].Success()
 				held = held[1:]

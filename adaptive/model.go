@@ -574,6 +574,11 @@ func (m *model) checkLevel() int64 {
 	return c
 }
 
+// newLevel forgets what was measured at the level before, for the next.
+func (p *probe) newLevel() {
+	p.drains, p.windows, p.cnt, p.done, p.dur, p.rttSum, p.avgSum, p.maxRTT = 0, 0, 0, 0, 0, 0, 0, 0
+}
+
 // add counts a measuring window at the probe's level.
 func (p *probe) add(s *Sample) {
 	p.maxRTT = max(p.maxRTT, s.MaxRTT)
@@ -655,7 +660,7 @@ func (m *model) stepProbe(s *Sample, now int64) int64 {
 	p.prevX, p.prevN, p.maxX = x, p.done, max(p.maxX, x)
 	p.step++
 	p.level = max(m.probeMinL, p.level/2)
-	p.drains, p.windows, p.cnt, p.done, p.dur, p.rttSum, p.avgSum = 0, 0, 0, 0, 0, 0, 0
+	p.newLevel()
 	return p.level
 }
 
@@ -743,7 +748,7 @@ func (m *model) stepUp(s *Sample, now int64) int64 {
 	upX, upN := x, p.done
 	trusted := !m.censoredBy(p.maxRTT, p.cnt/p.dur*avg/1e9, int(p.level), now)
 	p.up = false
-	p.drains, p.windows, p.cnt, p.done, p.dur, p.rttSum, p.avgSum, p.maxRTT = 0, 0, 0, 0, 0, 0, 0, 0
+	p.newLevel()
 	switch {
 	case grew && trusted && x >= (1-probeFell)*r*p.refX && p.flat(rtt, avg, int(upN)):
 		// The rate doubled (to within probeFell, as a probe's levels are
