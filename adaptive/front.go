@@ -223,7 +223,8 @@ func (s *SchedulerLatency) exceeds(q float64, threshold time.Duration) bool {
 //
 // A second rule bounds what no reading can see: while goroutines wait for
 // a CPU (the last window's mean wait over frontMinTarget, until it falls
-// under a quarter of it), arrivals are also refused while the queue has
+// under a quarter of it while the process keeps less than frontBusy of its
+// processors busy), arrivals are also refused while the queue has
 // not drained (no reading under frontMin goroutines per processor) for
 // frontDrain. A processor polls the network only when it runs out of
 // goroutines, else sysmon does, about every 10 ms; a queue that never
@@ -237,8 +238,11 @@ func (s *SchedulerLatency) exceeds(q float64, threshold time.Duration) bool {
 // request arrives, in the batch the poller made runnable with it, and the
 // rule ungated refused 96–99% there at 0.7x; gated by the wait, 59%,
 // against 40% with no front limit at all (the rest is the gate's own
-// limit). The gate costs gRPC: one core at 2x served 51–63% gated, 75–86%
-// ungated, about 30% with neither (see bench/README.md).
+// limit). Gated by the wait alone the rule switched itself off: it keeps
+// the queue draining, so the wait fell, and the next 50–100 ms of overload
+// came in unseen (gRPC, one core, 2x: 50–56%); held on while the CPU is
+// busy, 67–80% (bench/README.md). An I/O-heavy service whose CPU is busy
+// too is refused more by that hold (the io row at 0.7x: 43% → 75%).
 type front struct {
 	sig   FrontSignal
 	queue atomic.Int64 // the last reading
