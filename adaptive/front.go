@@ -51,6 +51,9 @@ type SchedulerLatency struct {
 	lows     []float64 // bucket lower bounds, seconds
 	qmu      sync.Mutex
 	runnable [1]metrics.Sample
+	bmu      sync.Mutex
+	cpu      time.Duration // the process's CPU time at the previous Busy call
+	wall     time.Time     // and the wall time
 }
 
 // NewSchedulerLatency returns the Go scheduler's FrontSignal; its first
@@ -62,7 +65,31 @@ func NewSchedulerLatency() *SchedulerLatency {
 	s.mu.Lock()
 	s.readLocked()
 	s.mu.Unlock()
+	s.cpu, _ = processCPU()
+	s.wall = time.Now()
 	return s
+}
+
+// Busy returns the share of its processors (GOMAXPROCS) the process kept
+// busy since the previous Busy call (or since NewSchedulerLatency): its CPU
+// time, user and system, every thread, over the wall time × GOMAXPROCS. It
+// may exceed 1 (the kernel's work for the process, threads outside the
+// processors). false where the process's CPU time cannot be read (not a
+// Unix system). One getrusage call, about 1 µs.
+func (s *SchedulerLatency) Busy() (share float64, ok bool) {
+	cpu, ok := processCPU()
+	if !ok {
+		return 0, false
+	}
+	now := time.Now()
+	s.bmu.Lock()
+	defer s.bmu.Unlock()
+	cpu0, wall := s.cpu, now.Sub(s.wall)
+	s.cpu, s.wall = cpu, now
+	if wall <= 0 {
+		return 0, false
+	}
+	return float64(cpu-cpu0) / (float64(wall) * float64(runtime.GOMAXPROCS(0))), true
 }
 
 // Queue returns the number of goroutines waiting for a CPU (0 when the
@@ -175,7 +202,8 @@ func (s *SchedulerLatency) exceeds(q float64, threshold time.Duration) bool {
 //
 //	limit' = limit · max(target / delay, ½)      delay > target
 //	       = limit · min(0.9·target / delay, 2)  delay < 0.9·target and the limit refused
-//	         (and at least limit + 1)            callers
+//	         (at least limit + 1, at most        callers
+//	         twice the longest queue read)
 //	       = limit                               otherwise
 //	target = max(frontMinTarget, k · RTT)
 //	k      = frontLoose − (frontLoose − frontTight) · min(1, pressure / frontHeavy)
@@ -195,7 +223,8 @@ func (s *SchedulerLatency) exceeds(q float64, threshold time.Duration) bool {
 //
 // A second rule bounds what no reading can see: while goroutines wait for
 // a CPU (the last window's mean wait over frontMinTarget, until it falls
-// under a quarter of it), arrivals are also refused while the queue has
+// under a quarter of it while the process keeps less than frontBusy of its
+// processors busy), arrivals are also refused while the queue has
 // not drained (no reading under frontMin goroutines per processor) for
 // frontDrain. A processor polls the network only when it runs out of
 // goroutines, else sysmon does, about every 10 ms; a queue that never
@@ -209,8 +238,11 @@ func (s *SchedulerLatency) exceeds(q float64, threshold time.Duration) bool {
 // request arrives, in the batch the poller made runnable with it, and the
 // rule ungated refused 96–99% there at 0.7x; gated by the wait, 59%,
 // against 40% with no front limit at all (the rest is the gate's own
-// limit). The gate costs gRPC: one core at 2x served 51–63% gated, 75–86%
-// ungated, about 30% with neither (see bench/README.md).
+// limit). Gated by the wait alone the rule switched itself off: it keeps
+// the queue draining, so the wait fell, and the next 50–100 ms of overload
+// came in unseen (gRPC, one core, 2x: 50–56%); held on while the CPU is
+// busy, 67–80% (bench/README.md). An I/O-heavy service whose CPU is busy
+// too is refused more by that hold (the io row at 0.7x: 43% → 75%).
 type front struct {
 	sig   FrontSignal
 	queue atomic.Int64 // the last reading
@@ -228,10 +260,15 @@ type front struct {
 	waiting atomic.Bool
 
 	refused atomic.Int64 // front refusals in the gate's current window
+	peak    atomic.Int64 // the longest queue read in the gate's current window
+
+	// cpu is sig's Busy, when it has one (a *SchedulerLatency does).
+	cpu interface{ Busy() (float64, bool) }
 
 	// Guarded by the gate's flush.
 	limitF   float64
 	pressure float64
+	cpuBusy  float64 // the smoothed Busy share
 }
 
 // The tuned numbers of the front limit, in one table.
@@ -267,11 +304,25 @@ const (
 	// keeps the processors going idle, and so polling, more often than
 	// sysmon would.
 	frontDrain = 5 * time.Millisecond
+	// frontBusy: the drain rule, once on, stays on while the process
+	// keeps this share of its processors busy (SchedulerLatency.Busy,
+	// smoothed), however short the waits for a CPU. The rule itself keeps
+	// the run queue draining, so the wait it was switched on by falls
+	// under frontMinTarget/4 while it works: switched off by the wait
+	// alone it let the next 50–100 ms of overload in unseen (gRPC on one
+	// core: p50 of the served 30–55 ms in those spells, goodput 55–65%).
+	// A process at 0.7× uses 60–75% of its CPU (realload's traces, the
+	// kernel's work included); at 2× with the rule working, 85–100%.
+	frontBusy = 0.85
+	// frontSmooth: the weight of a window in the smoothed pressure and
+	// Busy share (about the last three windows).
+	frontSmooth = 0.3
 )
 
 func newFront(sig FrontSignal) *front {
 	procs := runtime.GOMAXPROCS(0)
 	f := &front{sig: sig, limitF: float64(frontInitial * procs), drainedAt: int64(frontMin * procs)}
+	f.cpu, _ = sig.(interface{ Busy() (float64, bool) })
 	f.limit.Store(int64(f.limitF))
 	return f
 }
@@ -303,6 +354,9 @@ func (f *front) read(now int64) {
 	f.due.Store(now + int64(frontInterval))
 	q := int64(f.sig.Queue())
 	f.queue.Store(q)
+	if q > f.peak.Load() {
+		f.peak.Store(q)
+	}
 	if q < f.drainedAt {
 		f.drained.Store(now)
 	}
@@ -312,19 +366,25 @@ func (f *front) read(now int64) {
 // (see front).
 func (f *front) take(s *Sample) {
 	s.FrontRefused = int(f.refused.Swap(0))
+	peak := float64(f.peak.Swap(0))
 	lat, n := f.sig.Delay()
 	s.FrontDelay = lat
 	// The arrivals that passed are the window's other outcomes: counted
 	// already, so the admission path writes no counter of its own.
 	passed := s.Count + s.Dropped + s.Rejected
 	if all := float64(s.FrontRefused + passed); all > 0 {
-		f.pressure += 0.3 * (float64(s.FrontRefused)/all - f.pressure)
+		f.pressure += frontSmooth * (float64(s.FrontRefused)/all - f.pressure)
+	}
+	if f.cpu != nil {
+		if b, ok := f.cpu.Busy(); ok {
+			f.cpuBusy += frontSmooth * (b - f.cpuBusy)
+		}
 	}
 	if n > 0 {
 		switch {
 		case lat > frontMinTarget:
 			f.waiting.Store(true)
-		case lat < frontMinTarget/4:
+		case lat < frontMinTarget/4 && f.cpuBusy < frontBusy:
 			f.waiting.Store(false)
 		}
 	}
@@ -341,7 +401,7 @@ func (f *front) take(s *Sample) {
 		if d > 0 {
 			grow = min(grow, 0.9*target/d)
 		}
-		f.limitF = max(f.limitF*grow, f.limitF+1)
+		f.limitF = min(max(f.limitF*grow, f.limitF+1), max(f.limitF, 2*peak))
 	}
 	f.limitF = max(f.limitF, frontMin)
 	f.limit.Store(int64(math.Round(f.limitF)))

@@ -2,6 +2,7 @@ package adaptive
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"math"
 	"runtime"
@@ -341,5 +342,101 @@ func TestFrontRefusesAQueueThatDoesNotDrain(t *testing.T) {
 	g.front.take(&Sample{Count: 10, AvgRTT: time.Millisecond})
 	if g.front.waiting.Load() {
 		t.Fatalf("still waiting after a window with a mean wait of %v", f.delay)
+	}
+}
+
+// busyFront is a fakeFront that also reports the process's CPU share.
+type busyFront struct {
+	fakeFront
+	busy float64
+}
+
+func (f *busyFront) Busy() (float64, bool) { return f.busy, true }
+
+// The drain rule keeps the run queue draining, so the waits that switched
+// it on fall while it works: it stays on while the process keeps frontBusy
+// of its processors busy, and goes off when the waits are short and the
+// CPU has room.
+func TestFrontDrainRuleStaysOnWhileTheProcessIsBusy(t *testing.T) {
+	f := &busyFront{busy: 1}
+	g, _ := newFrontGate(t, f)
+	window := func(delay time.Duration) bool {
+		f.delay, f.n = delay, 100
+		g.front.take(&Sample{Count: 10, AvgRTT: time.Millisecond})
+		return g.front.waiting.Load()
+	}
+	for range 5 { // the smoothed share approaches 1
+		if !window(2 * frontMinTarget) {
+			t.Fatalf("not waiting after a window with a mean wait of %v", 2*frontMinTarget)
+		}
+	}
+	for i := range 20 {
+		if !window(frontMinTarget / 10) {
+			t.Fatalf("window %d: the rule went off with the process busy (smoothed share %.2f)", i, g.front.cpuBusy)
+		}
+	}
+	// The CPU has room: off within a few windows, by the wait alone.
+	f.busy = 0.5
+	off := -1
+	for i := range 10 {
+		if !window(frontMinTarget / 10) {
+			off = i
+			break
+		}
+	}
+	if off < 0 {
+		t.Fatalf("still waiting after 10 windows at half the CPU (smoothed share %.2f)", g.front.cpuBusy)
+	}
+	if want := 1 + int(math.Ceil(math.Log((1-frontBusy)/(1-0.5))/math.Log(1-frontSmooth))); off+1 > want {
+		t.Fatalf("went off after %d windows at half the CPU, want at most %d", off+1, want)
+	}
+	// A busy process whose waits are long was never in doubt; one whose
+	// waits are between the thresholds keeps its state.
+	if !window(2*frontMinTarget) || !window(frontMinTarget/2) {
+		t.Fatal("the rule went off with waits between the thresholds")
+	}
+}
+
+// The front limit grows only as far as the queue it read: refusals by the
+// drain rule under the limit do not raise it.
+func TestFrontLimitGrowsNoFurtherThanTheQueue(t *testing.T) {
+	f := &fakeFront{n: 100}
+	g, c := newFrontGate(t, f)
+	l0 := g.FrontLimit()
+	f.delay = 100 * time.Microsecond
+	for range 10 {
+		// Refused by another rule with the queue at 1: far under the
+		// target, callers refused, but the limit did not bind.
+		c.Advance(frontInterval)
+		f.queue.Store(1)
+		g.front.read(int64(c.Now().Sub(time.Unix(0, 0))))
+		g.front.refused.Add(5)
+		g.front.take(&Sample{Count: 10, AvgRTT: time.Millisecond})
+	}
+	if got := g.FrontLimit(); got != l0 {
+		t.Fatalf("front limit %d after refusals under it, want %d", got, l0)
+	}
+}
+
+// Busy reads the process's CPU time: after this goroutine has burnt some,
+// the share is positive (Unix systems; elsewhere it reports false).
+func TestSchedulerLatencyBusy(t *testing.T) {
+	s := NewSchedulerLatency()
+	start, ok := processCPU()
+	if !ok {
+		if _, ok := s.Busy(); ok {
+			t.Fatal("Busy reports a share where the process's CPU time cannot be read")
+		}
+		t.Skip("no process CPU time on this platform")
+	}
+	var sink [32]byte
+	for cpu := start; cpu-start < 20*time.Millisecond; cpu, _ = processCPU() {
+		for range 1000 {
+			sink = sha256.Sum256(sink[:])
+		}
+	}
+	share, ok := s.Busy()
+	if !ok || share <= 0 {
+		t.Fatalf("Busy() = %v, %v after 20 ms of CPU", share, ok)
 	}
 }

@@ -81,12 +81,12 @@ func findContender(name string) (contender, error) {
 	return contender{}, fmt.Errorf("unknown contender %q", name)
 }
 
-func gradientGate() (*adaptive.Limiter, error) { return adaptive.New(gradient.New()) }
+func gradientGate() (*adaptive.Limiter, error) { return keepGate(adaptive.New(gradient.New())) }
 
 func gradientNoFront() (*adaptive.Limiter, error) {
-	return adaptive.New(gradient.New(), adaptive.WithFrontSignal(nil))
+	return keepGate(adaptive.New(gradient.New(), adaptive.WithFrontSignal(nil)))
 }
-func vegasGate() (*adaptive.Limiter, error) { return adaptive.New(vegas.New()) }
+func vegasGate() (*adaptive.Limiter, error) { return keepGate(adaptive.New(vegas.New())) }
 
 // fullGate returns a gate of limit 1 whose one token is taken and never
 // released: it refuses every request.
@@ -125,7 +125,7 @@ func fullFailsafe() (adaptivelimiter.AdaptiveLimiter[any], error) {
 
 // readmeShedder is the README's quick start over a default gradient gate.
 func readmeShedder() (*shed.Shedder, error) {
-	gate, err := adaptive.New(gradient.New())
+	gate, err := keepGate(adaptive.New(gradient.New()))
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +135,7 @@ func readmeShedder() (*shed.Shedder, error) {
 // maxRTTShedder is readmeShedder over a gate with an absolute RTT bound of
 // 5 ms: the quick start's gate before it became gradient.New().
 func maxRTTShedder() (*shed.Shedder, error) {
-	gate, err := adaptive.New(gradient.New(gradient.WithMaxRTT(5 * time.Millisecond)))
+	gate, err := keepGate(adaptive.New(gradient.New(gradient.WithMaxRTT(5 * time.Millisecond))))
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +145,7 @@ func maxRTTShedder() (*shed.Shedder, error) {
 // schedShedder is readmeShedder plus the Go scheduler's latency as a local
 // saturation signal (shed's example: p99 above 5 ms).
 func schedShedder() (*shed.Shedder, error) {
-	gate, err := adaptive.New(gradient.New())
+	gate, err := keepGate(adaptive.New(gradient.New()))
 	if err != nil {
 		return nil, err
 	}

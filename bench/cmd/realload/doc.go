@@ -53,6 +53,7 @@
 //	go run ./cmd/realload -out report.md   # the full matrix (about 14 minutes); also ./realload.sh
 //	go run ./cmd/realload -matrix http:2:10ms -contenders none,shed -cases 2x-cold
 //	go run ./cmd/realload -list            # the contenders
+//	go run ./cmd/realload -matrix grpc:1:1ms -contenders gradient -cases 2x-cold -trace /tmp/tr
 //
 // -matrix takes transport:cores:work entries (http or grpc; a number of
 // cores; io or a duration of CPU work); -steady, -warmup, -overload and

@@ -45,6 +45,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	conns := fs.Int("grpc-conns", 4, "client connections of the gRPC load")
 	outFile := fs.String("out", "", "also write the Markdown report to this file")
 	list := fs.Bool("list", false, "list the contenders and exit")
+	trace := fs.String("trace", "", "write every run's traces to this directory (created if missing): per 50 ms, the server's counters and gate state and the client's outcomes")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
 	costs := fs.Bool("costs", true, "measure what a refusal costs the server (one-core closed loops, after the matrix)")
 	if err := fs.Parse(args); err != nil {
@@ -66,7 +67,13 @@ func cli(args []string, stdout, stderr io.Writer) int {
 			*lone = 2
 		}
 	}
-	o := options{timeout: *timeout, lone: *lone, loneDelay: *loneDelay, calib: *calib, grpcConns: *conns, costs: *costs}
+	o := options{timeout: *timeout, lone: *lone, loneDelay: *loneDelay, calib: *calib, grpcConns: *conns, costs: *costs, trace: *trace}
+	if o.trace != "" {
+		if err := os.MkdirAll(o.trace, 0o755); err != nil {
+			fmt.Fprintln(stderr, "realload:", err)
+			return 2
+		}
+	}
 	def := func(set, full, q time.Duration) time.Duration {
 		switch {
 		case set > 0:

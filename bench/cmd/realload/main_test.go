@@ -42,6 +42,7 @@ func TestEndToEnd(t *testing.T) {
 		matrix: matrix, contenders: cs, cases: []string{caseWarm},
 		steady: d, warmup: d, overload: d, capDur: d, costDur: d, timeout: d,
 		lone: 2, loneDelay: 50 * time.Millisecond, calib: 1000, grpcConns: 2, costs: true,
+		trace: t.TempDir(),
 	}
 	if testing.Verbose() {
 		o.log = os.Stderr
@@ -75,6 +76,20 @@ func TestEndToEnd(t *testing.T) {
 	for _, c := range rep.costs {
 		if c.rate <= 0 || c.wrong != 0 {
 			t.Errorf("%s %s: %.1f answers/s, %d of the wrong kind (a full guard must refuse everything, the bare server nothing)", c.transport, c.path, c.rate, c.wrong)
+		}
+	}
+	// Each row left its traces: the server's (its gate's state; shed has
+	// a gate) and the client's, a header and rows every traceEvery.
+	for _, r := range rep.rows {
+		for side, col := range map[string]string{"server": "front_limit", "client": "good"} {
+			b, err := os.ReadFile(traceName(o.trace, r.config, r.contender, r.caseName, side))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			if len(lines) < 2 || !strings.Contains(lines[0], col) {
+				t.Errorf("%v %s trace: %d lines, header %q (want %q and rows)", r.config, side, len(lines), lines[0], col)
+			}
 		}
 	}
 	var buf bytes.Buffer

@@ -50,6 +50,7 @@ type options struct {
 	calib      float64       // spin rounds per ms; 0: measure
 	grpcConns  int
 	costs      bool      // measure what a refusal costs the server
+	trace      string    // a directory for every run's traces (traceName); "": none
 	log        io.Writer // progress, one line per run
 	began      time.Time // when the run began, for the progress lines
 }
@@ -350,7 +351,11 @@ func runCase(o options, cfg config, c contender, cs string, capRate, calib float
 	default:
 		return r, fmt.Errorf("unknown case %q", cs)
 	}
-	p, err := startServer(serverConfig{Transport: cfg.transport, Work: cfg.work.name, Contender: c.name, ItersPerMs: calib}, cfg.cores)
+	sc := serverConfig{Transport: cfg.transport, Work: cfg.work.name, Contender: c.name, ItersPerMs: calib}
+	if o.trace != "" {
+		sc.Trace = traceName(o.trace, cfg, c.name, cs, "server")
+	}
+	p, err := startServer(sc, cfg.cores)
 	if err != nil {
 		return r, err
 	}
@@ -382,6 +387,11 @@ func runCase(o options, cfg config, c contender, cs string, capRate, calib float
 		samples = hl.attack(prof, prof.total(), 0)
 	}
 	r.lone = <-loneDone
+	if o.trace != "" {
+		if err := writeClientTrace(traceName(o.trace, cfg, c.name, cs, "client"), samples, cfg.work.slo()); err != nil {
+			return r, err
+		}
+	}
 	r.tally = count(samples, w, cfg.work.slo())
 	r.offered = float64(r.sent) / r.secs
 	r.target = prof.Rate(w.from)

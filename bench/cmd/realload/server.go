@@ -33,6 +33,7 @@ type serverConfig struct {
 	ItersPerMs  float64 `json:"iters_per_ms"` // spin rounds per ms of CPU; 0: the server's own calibration
 	CalibTrials int     `json:"calib_trials"` // 20 ms trials of the server's own calibration (default 3)
 	Refuse      string  `json:"refuse"`       // a refusal path's name: guard with it instead of the contender
+	Trace       string  `json:"trace"`        // a file for the server's trace (traceServer); "": none
 }
 
 // serverHello is the one line of JSON a server prints on stdout once it
@@ -169,6 +170,16 @@ func serve(cfg serverConfig, stdin io.Reader, out io.Writer) error {
 		stop = srv.Stop
 	default:
 		return fmt.Errorf("transport %q: want http or grpc", cfg.Transport)
+	}
+	if cfg.Trace != "" {
+		f, err := os.Create(cfg.Trace)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		done := make(chan struct{})
+		defer close(done)
+		go traceServer(f, &n, done)
 	}
 	hello := serverHello{Addr: ln.Addr().String(), Admin: adminLn.Addr().String(), OwnCalib: own, ItersPerMs: rate, Procs: runtime.GOMAXPROCS(0)}
 	if err := json.NewEncoder(out).Encode(hello); err != nil {
