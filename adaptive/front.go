@@ -41,7 +41,8 @@ type FrontSignal interface {
 //
 // A Queue read costs about 0.2 µs, a Delay or Exceeds read about 0.5 µs. A
 // SchedulerLatency is safe for concurrent use; Delay and Exceeds measure
-// since the previous call of either, so give each consumer its own.
+// since the previous call of either, and Busy since its previous call, so
+// give each consumer its own.
 type SchedulerLatency struct {
 	mu       sync.Mutex
 	hist     [1]metrics.Sample
@@ -311,8 +312,10 @@ const (
 	// under frontMinTarget/4 while it works: switched off by the wait
 	// alone it let the next 50–100 ms of overload in unseen (gRPC on one
 	// core: p50 of the served 30–55 ms in those spells, goodput 55–65%).
-	// A process at 0.7× uses 60–75% of its CPU (realload's traces, the
-	// kernel's work included); at 2× with the rule working, 85–100%.
+	// A CPU-bound process at 0.7× uses 60–75% of its CPU (realload's
+	// traces, the kernel's work included); at 2× with the rule working,
+	// 85–100%. An I/O-heavy one near its CPU capacity is busy too, and the
+	// hold then refuses it more (bench/README.md: the io row).
 	frontBusy = 0.85
 	// frontSmooth: the weight of a window in the smoothed pressure and
 	// Busy share (about the last three windows).
