@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -28,15 +29,19 @@ func keepGate(gate *adaptive.Limiter, err error) (*adaptive.Limiter, error) {
 	return gate, err
 }
 
-// traceServer writes (one write per row), every traceEvery until stop closes, one row of the
-// server's state to w: the requests served and refused in the period, the
-// requests inside the outermost wrapper, the process's CPU use (% of one core), the gate's limit, in flight, front
-// limit, floor, throughput and probe, and the Go scheduler's run queue and
-// mean wait for a CPU over the period (a FrontSignal of its own).
+// traceServer writes to w, every traceEvery until stop closes, one row of
+// the server's state: the process's CPU use over the period (% of one
+// core), the requests served and refused in it, the requests inside the
+// outermost wrapper, the gate's limit, in flight, front limit, floor,
+// throughput and probe, and the Go scheduler's run queue and mean wait for
+// a CPU over the period (a SchedulerLatency of its own, which also times
+// the CPU use over the period as it really elapsed: a late tick still
+// reads right). One write per row, unbuffered: the harness kills the
+// server at the end of a run.
 func traceServer(w io.Writer, n *counters, stop <-chan struct{}) {
-	// Unbuffered: the harness kills the server at the end of a run.
 	fmt.Fprintln(w, "t_ms\tcpu_pct\tserved\trefused\tinside\tlimit\tgate_inflight\tfront_limit\trunnable\tsched_wait_ms\tfloor_ms\tthroughput\tprobing")
 	sig := adaptive.NewSchedulerLatency()
+	procs := float64(runtime.GOMAXPROCS(0))
 	tick := time.NewTicker(traceEvery)
 	defer tick.Stop()
 	start := time.Now()
@@ -49,12 +54,13 @@ func traceServer(w io.Writer, n *counters, stop <-chan struct{}) {
 		}
 		s := n.stats()
 		wait, _ := sig.Delay()
+		busy, _ := sig.Busy()
 		limit, inflight, front, floor, thr, probing := 0, 0, 0, time.Duration(0), 0.0, false
 		if g := tracedGate.Load(); g != nil {
 			limit, inflight, front, floor, thr, probing = g.Limit(), g.InFlight(), g.FrontLimit(), g.Floor(), g.Throughput(), g.Probing()
 		}
 		fmt.Fprintf(w, "%d\t%.0f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.3f\t%.3f\t%.0f\t%t\n",
-			time.Since(start).Milliseconds(), 100*float64(s.CPU-last.CPU)/float64(traceEvery.Microseconds()), s.Served-last.Served, s.Refused-last.Refused, s.InFlight,
+			time.Since(start).Milliseconds(), 100*busy*procs, s.Served-last.Served, s.Refused-last.Refused, s.InFlight,
 			limit, inflight, front, sig.Queue(), ms64(wait), ms64(floor), thr, probing)
 		last = s
 	}
