@@ -594,7 +594,7 @@ func (l *Limiter) learn(s *Sample, now int64) int64 {
 		if kind := m.want(s, now, slow); kind != noProbe {
 			// Back, afterwards, to where the algorithm had the limit: the
 			// window's, or less if it is cutting.
-			next = m.start(s, min(next, int64(s.Limit)), kind)
+			next = m.start(s, now, min(next, int64(s.Limit)), kind)
 		}
 	}
 	return next

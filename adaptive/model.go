@@ -67,7 +67,10 @@ type FloorProber interface {
 //     without the full probe's halvings (a service whose callers need more
 //     than the initial limit but never queue — an I/O-bound one — is then
 //     refused only in its first window or two). Otherwise the full probe
-//     follows from the initial limit;
+//     follows from the initial limit. An up-probe's level is measured from
+//     a round trip after it was set (see upFill); a full probe's reference
+//     never takes a window that closed within twice its slowest request of
+//     the traffic's start (see young);
 //
 //   - the service may have slowed: in two saturated windows in a row,
 //     cutting the concurrency did not make the RTT faster, or the mean RTT
@@ -156,6 +159,7 @@ type probe struct {
 	refN     float64 // its completions,
 	refRTT   float64 // and its RTT statistic and mean
 	refAvg   float64
+	since    int64         // ns: when an up-probe's level was set
 	maxRTT   time.Duration // the slowest request of the measuring windows at this level
 	base     int64         // the limit to return to
 	level    int64         // the probe's limit now
@@ -274,6 +278,17 @@ const (
 	// window measures.
 	probeDrains = 3
 	drainShare  = 0.05
+	// upFill: an up-probe's level is measured from the first window of
+	// which at most this share passed within a round trip (the
+	// reference's mean RTT) of the level's start: requests admitted under
+	// the doubled limit complete a round trip later, so the part before
+	// reads the old level's rate. A quarter reads a doubled level's rate
+	// at least 7/8 of itself (¾·2 + ¼·1 over 2), above the 1 − probeFell
+	// the doubling is judged by. Where a round trip is half a window, the
+	// first window reads it a quarter low (TestUpProbeMeasuresALevel-
+	// ARoundTripAfterItsStart: 6,889/s for 8,889/s), and a cold start
+	// under the knee halved its limit instead of doubling it.
+	upFill = 0.25
 	// probeSteps: the most halvings of one probe (1/256 of the limit).
 	probeSteps = 8
 	// littleShare: a window whose completions (rate · mean RTT, Little's
@@ -533,8 +548,8 @@ func (m *model) want(s *Sample, now int64, slow bool) int {
 // start begins a probe of the given kind after window s, which triggered
 // it; base is the limit to return to. A full probe's reference is measured
 // at the window's limit, from that window on; a check holds ⌈knee⌉.
-func (m *model) start(s *Sample, base int64, kind int) int64 {
-	m.probe = probe{on: true, base: base, level: int64(s.Limit), check: kind == checkOnly}
+func (m *model) start(s *Sample, now, base int64, kind int) int64 {
+	m.probe = probe{on: true, base: base, level: int64(s.Limit), check: kind == checkOnly, since: now}
 	m.hist, m.histN = [slowLook]histPoint{}, 0
 	if kind == upProbe && base >= int64(s.Limit) {
 		p := &m.probe
@@ -551,7 +566,7 @@ func (m *model) start(s *Sample, base int64, kind int) int64 {
 		// The algorithm is cutting: the reference is its new limit, once
 		// drained, not the queue it is leaving.
 		m.probe.level = base
-	} else if s.MaxInFlight <= s.Limit {
+	} else if s.MaxInFlight <= s.Limit && !m.young(s, now) {
 		m.probe.add(s) // the triggering window is the reference's first
 	}
 	return m.probe.level
@@ -620,6 +635,20 @@ func (m *model) stepProbe(s *Sample, now int64) int64 {
 		}
 		return m.end(now, 0)
 	}
+	if p.up && float64(p.since)+p.refAvg-float64(now-int64(s.Window)) > upFill*float64(s.Window) {
+		// More than upFill of the window passed within a round trip of
+		// the level's start: its completions are still mostly the level
+		// before's (requests admitted under the new limit complete a
+		// round trip later). The next window measures.
+		return p.level
+	}
+	if !p.up && p.step == 0 && p.windows == 0 && m.young(s, now) {
+		// A full probe's reference is never a window that closed within
+		// twice its slowest request of the traffic's start: the slow
+		// requests are missing from it, and its rate (if the gate began
+		// before the traffic) is spread over the wait.
+		return p.level
+	}
 	p.add(s)
 	if p.up {
 		return m.stepUp(s, now)
@@ -687,6 +716,14 @@ func (m *model) censored(s *Sample, now int64) bool {
 // held.
 func (m *model) censoredBy(slowest time.Duration, explained float64, held int, now int64) bool {
 	return m.born < 0 || 2*float64(slowest) > float64(now-m.born) || explained < littleShare*float64(held)
+}
+
+// young reports whether window s closed within twice its slowest request's
+// RTT of the traffic's start (the first sign of censored): its slow
+// requests are missing, and, in a gate made before its traffic, its rate is
+// spread over the wait.
+func (m *model) young(s *Sample, now int64) bool {
+	return m.born < 0 || 2*float64(s.MaxRTT) > float64(now-m.born)
 }
 
 // up reports whether a cold start may probe up from window s (see stepUp):
@@ -769,6 +806,7 @@ func (m *model) stepUp(s *Sample, now int64) int64 {
 		p.up, p.upOK = true, true
 		p.refL, p.refX, p.refN, p.refRTT, p.refAvg = p.level, upX, upN, m.floor, m.floorMean
 		p.level = min(2*p.level, m.probeMaxL)
+		p.since = now
 		return p.level
 	case p.upOK:
 		// The knee lies between the last level and this one: the floor is

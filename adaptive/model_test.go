@@ -215,6 +215,87 @@ func TestUpProbeStopsWhereTheDemandFits(t *testing.T) {
 	}
 }
 
+// lagged is an exact trace of a service with no queue (more cores than
+// callers) whose requests take rtt, seen through 100 ms windows, in which a
+// raised limit shows only a round trip later: the requests admitted under
+// it complete then, so the window after a raise completes the old limit's
+// rate for its first rtt. Every window refuses callers (unbounded demand).
+type lagged struct {
+	rtt  time.Duration
+	prev int
+}
+
+func (v *lagged) window(limit int) Sample {
+	rate := func(l int) float64 { return float64(l) / v.rtt.Seconds() }
+	old := min(v.rtt, win100).Seconds()
+	if v.prev == 0 || v.prev > limit {
+		old = 0
+	}
+	n := int(math.Round(rate(v.prev)*old + rate(limit)*(win100.Seconds()-old)))
+	v.prev = limit
+	return Sample{Window: win100, Limit: limit, Count: n, Rejected: n, RTT: v.rtt, AvgRTT: v.rtt, MinRTT: v.rtt, MaxRTT: v.rtt, MaxInFlight: limit}
+}
+
+// An up-probe measures a level from the first window of which at most
+// upFill passed within a round trip of the level's start. At 45 ms a window
+// right after the doubling completes 200 requests for 45 ms and 400 for
+// 55 ms: 6,889/s, under the 7,111/s (0.8 of twice 4,444/s) that says the
+// rate doubled, and the cold start would halve a limit that is far under
+// the knee. Measured from the next window (8,889/s), the doubling paid,
+// and the limit doubles again.
+func TestUpProbeMeasuresALevelARoundTripAfterItsStart(t *testing.T) {
+	alg := &prober{initial: 200, propose: 200}
+	l := newProbed(t, alg)
+	v := &lagged{rtt: 45 * ms}
+	var now int64
+	var got []int
+	for range 4 {
+		now += int64(win100)
+		s := v.window(l.Limit())
+		got = append(got, s.Limit)
+		l.setLimit(min(max(l.learn(&s, now), l.minLim), l.maxLim))
+	}
+	if want := []int{200, 400, 400, 800}; !slices.Equal(got, want) {
+		t.Fatalf("limits %v, want %v", got, want)
+	}
+	if f := l.Floor(); f != 45*ms || !l.mdl.confirmed {
+		t.Fatalf("floor %v (confirmed %v), want 45ms confirmed", f, l.mdl.confirmed)
+	}
+}
+
+// A full probe's reference never takes a window that closed within twice
+// its slowest request of the traffic's start. A server made before its
+// traffic: the first window of an I/O service (20 ms, no queue, 20 in
+// flight, 1,000/s) began 80 ms before the callers did, so it completed 20
+// requests, and its slowest (the very first) took 60 ms, the warm-up of a
+// fresh process. Averaged into the reference it reads 733/s, and the level
+// of 10 (500/s) then never falls clearly enough: the probe would halve on
+// to 5, where the process measured above held it for 1.5 s at 0.7x its
+// capacity. Without it, 10 falls clearly from 1,000/s, and its RTT is the
+// floor.
+func TestFullProbeReferenceSkipsAYoungWindow(t *testing.T) {
+	alg := &prober{initial: 20, propose: 20}
+	l := newProbed(t, alg)
+	v := &server{cores: 1000, svc: 20 * ms}
+	var now int64
+	var got []int
+	for i := range 12 {
+		now += int64(win100)
+		s := v.window(l.Limit())
+		if i == 0 {
+			s.Count, s.Rejected, s.MaxRTT = 20, 20, 60*ms
+		}
+		got = append(got, s.Limit)
+		l.setLimit(min(max(l.learn(&s, now), l.minLim), l.maxLim))
+	}
+	if slices.Contains(got, 5) {
+		t.Fatalf("limits %v: the probe halved past 10", got)
+	}
+	if f := l.Floor(); f != 20*ms || !l.mdl.confirmed {
+		t.Fatalf("floor %v (confirmed %v), want 20ms confirmed (limits %v)", f, l.mdl.confirmed, got)
+	}
+}
+
 // Doubling gives more throughput but a slower RTT (32 cores, 20 then 40 in
 // flight: 6.25ms against 5ms): the initial limit is under the knee, but
 // perhaps just under it, where requests queue, so the floor is measured
