@@ -531,7 +531,7 @@ func (l *Limiter) maybeFlush(now int64) {
 	s.Limit = int(lim)
 	l.win.take(&s, l.hist, l.pct, max(n, 0))
 	if l.front != nil {
-		l.front.take(&s)
+		l.front.take(&s, time.Duration(l.mdl.floorMean))
 	}
 	l.winStart.Store(now)
 	l.due.Store(now + minWin)
