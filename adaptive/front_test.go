@@ -64,10 +64,12 @@ func frontWindow(t *testing.T, g *Limiter, c *clock.Manual, f *fakeFront, refuse
 	for _, tok := range toks {
 		tok.Success()
 	}
-	// One more request of 1 ms whose release finds the window due.
+	// One more request of 1 ms whose release finds the window due (the
+	// gate's first window began with its first admission, up to two reads
+	// after start).
 	rec := g.alg.(*fixedRecorder)
 	before := len(rec.samples)
-	c.Set(start.Add(DefaultMinWindow))
+	c.Set(start.Add(DefaultMinWindow + 2*frontInterval))
 	tok, ok := g.TryAcquire()
 	if !ok {
 		t.Fatal("refused with an empty front queue")
