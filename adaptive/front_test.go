@@ -64,10 +64,12 @@ func frontWindow(t *testing.T, g *Limiter, c *clock.Manual, f *fakeFront, refuse
 	for _, tok := range toks {
 		tok.Success()
 	}
-	// One more request of 1 ms whose release finds the window due.
+	// One more request of 1 ms whose release finds the window due (the
+	// gate's first window began with its first admission, up to two reads
+	// after start).
 	rec := g.alg.(*fixedRecorder)
 	before := len(rec.samples)
-	c.Set(start.Add(DefaultMinWindow))
+	c.Set(start.Add(DefaultMinWindow + 2*frontInterval))
 	tok, ok := g.TryAcquire()
 	if !ok {
 		t.Fatal("refused with an empty front queue")
@@ -314,7 +316,7 @@ func TestFrontRefusesAQueueThatDoesNotDrain(t *testing.T) {
 	// A window whose mean wait for a CPU is over frontMinTarget: waiting
 	// (the window's outcome itself is take's, read directly here).
 	f.delay, f.n = 2*frontMinTarget, 100
-	g.front.take(&Sample{Count: 10, AvgRTT: time.Millisecond})
+	g.front.take(&Sample{Count: 10, AvgRTT: time.Millisecond}, 0)
 	if !g.front.waiting.Load() {
 		t.Fatalf("not waiting after a window with a mean wait of %v", f.delay)
 	}
@@ -339,7 +341,7 @@ func TestFrontRefusesAQueueThatDoesNotDrain(t *testing.T) {
 	}
 	// Under a quarter of frontMinTarget, no longer waiting.
 	f.delay = frontMinTarget / 5
-	g.front.take(&Sample{Count: 10, AvgRTT: time.Millisecond})
+	g.front.take(&Sample{Count: 10, AvgRTT: time.Millisecond}, 0)
 	if g.front.waiting.Load() {
 		t.Fatalf("still waiting after a window with a mean wait of %v", f.delay)
 	}
@@ -362,7 +364,7 @@ func TestFrontDrainRuleStaysOnWhileTheProcessIsBusy(t *testing.T) {
 	g, _ := newFrontGate(t, f)
 	window := func(delay time.Duration) bool {
 		f.delay, f.n = delay, 100
-		g.front.take(&Sample{Count: 10, AvgRTT: time.Millisecond})
+		g.front.take(&Sample{Count: 10, AvgRTT: time.Millisecond}, 0)
 		return g.front.waiting.Load()
 	}
 	for range 5 { // the smoothed share approaches 1
@@ -411,7 +413,7 @@ func TestFrontLimitGrowsNoFurtherThanTheQueue(t *testing.T) {
 		f.queue.Store(1)
 		g.front.read(int64(c.Now().Sub(time.Unix(0, 0))))
 		g.front.refused.Add(5)
-		g.front.take(&Sample{Count: 10, AvgRTT: time.Millisecond})
+		g.front.take(&Sample{Count: 10, AvgRTT: time.Millisecond}, 0)
 	}
 	if got := g.FrontLimit(); got != l0 {
 		t.Fatalf("front limit %d after refusals under it, want %d", got, l0)
@@ -438,5 +440,48 @@ func TestSchedulerLatencyBusy(t *testing.T) {
 	share, ok := s.Busy()
 	if !ok || share <= 0 {
 		t.Fatalf("Busy() = %v, %v after 20 ms of CPU", share, ok)
+	}
+}
+
+// A service whose requests hardly use a CPU (an I/O-bound one) gains
+// nothing from refusals at the front: a refusal costs about as much CPU as
+// serving. While the process's CPU time per arrival stays under frontWork
+// of the floor, the front refuses nothing, however long the run queue; once
+// the requests cost CPU again, it refuses at its limit.
+func TestFrontRefusesNothingForAnIOBoundService(t *testing.T) {
+	f := &busyFront{busy: 0.9}
+	f.delay, f.n = 5*frontMinTarget, 100
+	g, c := newFrontGate(t, f)
+	procs := float64(runtime.GOMAXPROCS(0))
+	floor := 20 * time.Millisecond
+	// 0.9 of the processors for 100 ms over `arrivals`, against the floor.
+	window := func(arrivals int) {
+		g.front.take(&Sample{Window: 100 * time.Millisecond, Count: arrivals, MinRTT: floor, AvgRTT: floor}, floor)
+	}
+	try := func() bool {
+		c.Advance(frontInterval)
+		tok, ok := g.TryAcquire()
+		if ok {
+			tok.Success()
+		}
+		return ok
+	}
+	io := int(math.Ceil(0.9 * procs * 0.1 / (frontWork / 2 * floor.Seconds()))) // half of frontWork
+	for range 3 {
+		window(io)
+	}
+	f.queue.Store(1 << 20)
+	for i := range 50 {
+		if !try() {
+			t.Fatalf("arrival %d refused at the front of an I/O-bound service (work %.4f, front limit %d)", i, g.front.work, g.FrontLimit())
+		}
+	}
+	// The same process spending 20 ms of CPU per arrival: the front refuses.
+	cpu := int(0.9 * procs * 0.1 / floor.Seconds())
+	for range 10 {
+		window(cpu)
+	}
+	if g.front.work < frontWork || try() {
+		t.Fatalf("admitted with a run queue of %d (work %.3f, front limit %d)", f.queue.Load(), g.front.work, g.FrontLimit())
 	}
 }

@@ -251,6 +251,33 @@ func TestWindowAfterAnIdleGapStartsWithTheTraffic(t *testing.T) {
 	}
 }
 
+// A gate made shortly before its traffic (80 ms, under a maximum window):
+// its first window begins at the admission of its first completed request,
+// so that its rate is the traffic's (100 ms and 5 requests, not 140 ms and
+// 3, spread over the wait).
+func TestFirstWindowBeginsWithTheTraffic(t *testing.T) {
+	c := clock.NewManual(t0)
+	alg := &scripted{initial: 10}
+	l := mustNew(t, alg, WithClock(c), WithWindow(100*time.Millisecond, time.Second), WithMinSamples(3))
+	c.Advance(80 * time.Millisecond) // made before its traffic
+	var toks []Token
+	for range 5 {
+		toks = append(toks, mustAcquire(t, l))
+		c.Advance(4 * time.Millisecond)
+	}
+	toks[0].Success() // at 100 ms, admitted at 80
+	for i := 1; i < len(toks); i++ {
+		c.Advance(20 * time.Millisecond)
+		toks[i].Success()
+	}
+	if len(alg.samples) != 1 {
+		t.Fatalf("%d windows closed, want 1", len(alg.samples))
+	}
+	if s := alg.samples[0]; s.Window != 100*time.Millisecond || s.Count != 5 {
+		t.Fatalf("window of %v with %d samples, want the 100ms since the first admission, 5", s.Window, s.Count)
+	}
+}
+
 func TestWindowWaitsForSamplesUntilItsMaximum(t *testing.T) {
 	c := clock.NewManual(t0)
 	alg := &scripted{initial: 5}
@@ -276,8 +303,8 @@ func TestLimitIsClampedToMinAndMax(t *testing.T) {
 	alg := &scripted{initial: 5, next: []int{1000, -3}}
 	l := mustNew(t, alg, WithClock(c), WithMinLimit(2), WithMaxLimit(8), WithMinSamples(1))
 	for _, want := range []int{8, 2} {
-		c.Advance(DefaultMinWindow)
 		tok, _ := l.TryAcquire()
+		c.Advance(DefaultMinWindow)
 		tok.Success()
 		if l.Limit() != want {
 			t.Fatalf("limit = %d, want %d", l.Limit(), want)

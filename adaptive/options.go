@@ -201,7 +201,11 @@ func WithObserver(o metrics.GateObserver) Option {
 // round-trip times (fewer under sustained overload; never under a
 // millisecond) and grows while it refuses callers under that target (see
 // FrontLimit). A service whose handlers wait on I/O has idle CPUs and an
-// empty run queue, and is never refused by it. On a *clock.Manual (tests,
+// empty run queue, and is never refused by it; nor is one whose CPU is
+// busy but whose requests hardly use it (the process's CPU time per
+// arrival under a fiftieth of the service's floor, where a SchedulerLatency
+// can read it): there a refusal costs about as much CPU as serving, and
+// refusing frees none. On a *clock.Manual (tests,
 // the simulator) the default is off: there is no process to measure.
 func WithFrontSignal(sig FrontSignal) Option {
 	return optionFunc(func(cfg *config) { cfg.front, cfg.frontSet = sig, true })
