@@ -289,14 +289,7 @@ func TestSchedulerLatencyArithmetic(t *testing.T) {
 func TestFrontRefusesAQueueThatDoesNotDrain(t *testing.T) {
 	f := &fakeFront{}
 	g, c := newFrontGate(t, f)
-	try := func() bool {
-		c.Advance(frontInterval)
-		tok, ok := g.TryAcquire()
-		if ok {
-			tok.Success()
-		}
-		return ok
-	}
+	try := func() bool { return tryFront(g, c) }
 	if !try() {
 		t.Fatal("refused with an empty queue")
 	}
@@ -458,14 +451,7 @@ func TestFrontRefusesNothingForAnIOBoundService(t *testing.T) {
 	window := func(arrivals int) {
 		g.front.take(&Sample{Window: 100 * time.Millisecond, Count: arrivals, MinRTT: floor, AvgRTT: floor}, floor)
 	}
-	try := func() bool {
-		c.Advance(frontInterval)
-		tok, ok := g.TryAcquire()
-		if ok {
-			tok.Success()
-		}
-		return ok
-	}
+	try := func() bool { return tryFront(g, c) }
 	io := int(math.Ceil(0.9 * procs * 0.1 / (frontWork / 2 * floor.Seconds()))) // half of frontWork
 	for range 3 {
 		window(io)
@@ -484,4 +470,15 @@ func TestFrontRefusesNothingForAnIOBoundService(t *testing.T) {
 	if g.front.work < frontWork || try() {
 		t.Fatalf("admitted with a run queue of %d (work %.3f, front limit %d)", f.queue.Load(), g.front.work, g.FrontLimit())
 	}
+}
+
+// tryFront is one arrival frontInterval after the last (so that it reads the
+// queue afresh), released at once if admitted.
+func tryFront(g *Limiter, c *clock.Manual) bool {
+	c.Advance(frontInterval)
+	tok, ok := g.TryAcquire()
+	if ok {
+		tok.Success()
+	}
+	return ok
 }

@@ -511,10 +511,7 @@ func (l *Limiter) maybeFlush(now int64) {
 		// limit against it).
 		start, elapsed = f, now-f
 		l.winStart.Store(f)
-		if elapsed < minWin {
-			l.due.Store(f + minWin)
-			return
-		}
+		l.due.Store(f + minWin)
 	}
 	if !l.win.full() {
 		if elapsed < minWin {

@@ -224,57 +224,36 @@ func TestWindowClosesOnTheReleaseThatFindsItDue(t *testing.T) {
 // twenty times too low, and a cold start's probe took it as the service's
 // throughput).
 func TestWindowAfterAnIdleGapStartsWithTheTraffic(t *testing.T) {
-	c := clock.NewManual(t0)
-	alg := &scripted{initial: 10}
-	l := mustNew(t, alg, WithClock(c), WithWindow(100*time.Millisecond, time.Second), WithMinSamples(3))
-	c.Advance(2 * time.Second) // idle
-	var toks []Token
-	for range 5 {
-		toks = append(toks, mustAcquire(t, l))
-		c.Advance(4 * time.Millisecond)
-	}
-	toks[0].Success() // at 2.02 s: the first release, 20 ms of traffic
-	if len(alg.samples) != 0 {
-		t.Fatalf("a window closed over the idle gap: %+v", alg.samples[0])
-	}
-	// Releases at 2.04, 2.06, 2.08 and 2.10 s: the last one finds the
-	// window due, 100 ms after the first admission.
-	for i := 1; i < len(toks); i++ {
-		c.Advance(20 * time.Millisecond)
-		toks[i].Success()
-	}
-	if len(alg.samples) != 1 {
-		t.Fatalf("%d windows closed, want 1", len(alg.samples))
-	}
-	if s := alg.samples[0]; s.Window != 100*time.Millisecond || s.Count != 5 {
-		t.Fatalf("window of %v with %d samples, want the 100ms since the first admission, 5", s.Window, s.Count)
-	}
-}
-
-// A gate made shortly before its traffic (80 ms, under a maximum window):
-// its first window begins at the admission of its first completed request,
-// so that its rate is the traffic's (100 ms and 5 requests, not 140 ms and
-// 3, spread over the wait).
-func TestFirstWindowBeginsWithTheTraffic(t *testing.T) {
-	c := clock.NewManual(t0)
-	alg := &scripted{initial: 10}
-	l := mustNew(t, alg, WithClock(c), WithWindow(100*time.Millisecond, time.Second), WithMinSamples(3))
-	c.Advance(80 * time.Millisecond) // made before its traffic
-	var toks []Token
-	for range 5 {
-		toks = append(toks, mustAcquire(t, l))
-		c.Advance(4 * time.Millisecond)
-	}
-	toks[0].Success() // at 100 ms, admitted at 80
-	for i := 1; i < len(toks); i++ {
-		c.Advance(20 * time.Millisecond)
-		toks[i].Success()
-	}
-	if len(alg.samples) != 1 {
-		t.Fatalf("%d windows closed, want 1", len(alg.samples))
-	}
-	if s := alg.samples[0]; s.Window != 100*time.Millisecond || s.Count != 5 {
-		t.Fatalf("window of %v with %d samples, want the 100ms since the first admission, 5", s.Window, s.Count)
+	// A gap of 2 s, over the maximum window (a server idle for a while),
+	// and one of 80 ms, under it: the gate's first window begins at the
+	// admission of its first completed request all the same (a gate made
+	// shortly before its traffic: 100 ms and 5 requests, not 140 ms and 3).
+	for _, idle := range []time.Duration{2 * time.Second, 80 * time.Millisecond} {
+		c := clock.NewManual(t0)
+		alg := &scripted{initial: 10}
+		l := mustNew(t, alg, WithClock(c), WithWindow(100*time.Millisecond, time.Second), WithMinSamples(3))
+		c.Advance(idle)
+		var toks []Token
+		for range 5 {
+			toks = append(toks, mustAcquire(t, l))
+			c.Advance(4 * time.Millisecond)
+		}
+		toks[0].Success() // 20 ms after the traffic began: the first release
+		if len(alg.samples) != 0 {
+			t.Fatalf("idle %v: a window closed over the gap: %+v", idle, alg.samples[0])
+		}
+		// Releases 40, 60, 80 and 100 ms after the traffic began: the last
+		// one finds the window due, 100 ms after the first admission.
+		for i := 1; i < len(toks); i++ {
+			c.Advance(20 * time.Millisecond)
+			toks[i].Success()
+		}
+		if len(alg.samples) != 1 {
+			t.Fatalf("idle %v: %d windows closed, want 1", idle, len(alg.samples))
+		}
+		if s := alg.samples[0]; s.Window != 100*time.Millisecond || s.Count != 5 {
+			t.Fatalf("idle %v: window of %v with %d samples, want the 100ms since the first admission, 5", idle, s.Window, s.Count)
+		}
 	}
 }
 

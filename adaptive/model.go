@@ -566,7 +566,7 @@ func (m *model) start(s *Sample, now, base int64, kind int) int64 {
 		// The algorithm is cutting: the reference is its new limit, once
 		// drained, not the queue it is leaving.
 		m.probe.level = base
-	} else if s.MaxInFlight <= s.Limit && !m.young(s, now) {
+	} else if s.MaxInFlight <= s.Limit && !m.young(s.MaxRTT, now) {
 		m.probe.add(s) // the triggering window is the reference's first
 	}
 	return m.probe.level
@@ -642,11 +642,10 @@ func (m *model) stepProbe(s *Sample, now int64) int64 {
 		// round trip later). The next window measures.
 		return p.level
 	}
-	if !p.up && p.step == 0 && p.windows == 0 && m.young(s, now) {
+	if !p.up && p.step == 0 && p.windows == 0 && m.young(s.MaxRTT, now) {
 		// A full probe's reference is never a window that closed within
 		// twice its slowest request of the traffic's start: the slow
-		// requests are missing from it, and its rate (if the gate began
-		// before the traffic) is spread over the wait.
+		// requests are missing from it, and it reads the rate low.
 		return p.level
 	}
 	p.add(s)
@@ -715,15 +714,14 @@ func (m *model) censored(s *Sample, now int64) bool {
 // concurrency the completions explain (rate · mean RTT) and the concurrency
 // held.
 func (m *model) censoredBy(slowest time.Duration, explained float64, held int, now int64) bool {
-	return m.born < 0 || 2*float64(slowest) > float64(now-m.born) || explained < littleShare*float64(held)
+	return m.young(slowest, now) || explained < littleShare*float64(held)
 }
 
-// young reports whether window s closed within twice its slowest request's
-// RTT of the traffic's start (the first sign of censored): its slow
-// requests are missing, and, in a gate made before its traffic, its rate is
-// spread over the wait.
-func (m *model) young(s *Sample, now int64) bool {
-	return m.born < 0 || 2*float64(s.MaxRTT) > float64(now-m.born)
+// young reports whether a window whose slowest request took slowest closed
+// at now, within twice that of the traffic's start: the first sign of
+// censored (its slow requests are missing).
+func (m *model) young(slowest time.Duration, now int64) bool {
+	return m.born < 0 || 2*float64(slowest) > float64(now-m.born)
 }
 
 // up reports whether a cold start may probe up from window s (see stepUp):
