@@ -328,7 +328,15 @@ func TestFrontRefusesAQueueThatDoesNotDrain(t *testing.T) {
 	if try() {
 		t.Fatalf("admitted with a queue that has not drained for %v", frontDrain+frontInterval)
 	}
+	// The queue drains before the next reading is due: an arrival the
+	// drain rule would refuse reads it afresh, and is admitted.
 	f.queue.Store(drainedAt - 1)
+	c.Advance(frontInterval / 10)
+	tok, ok := g.TryAcquire()
+	if !ok {
+		t.Fatal("refused on a reading older than the drained queue")
+	}
+	tok.Success()
 	if !try() {
 		t.Fatal("refused after the queue drained")
 	}
@@ -404,7 +412,7 @@ func TestFrontLimitGrowsNoFurtherThanTheQueue(t *testing.T) {
 		// target, callers refused, but the limit did not bind.
 		c.Advance(frontInterval)
 		f.queue.Store(1)
-		g.front.read(int64(c.Now().Sub(time.Unix(0, 0))))
+		g.front.read(int64(c.Now().Sub(time.Unix(0, 0))), false)
 		g.front.refused.Add(5)
 		g.front.take(&Sample{Count: 10, AvgRTT: time.Millisecond}, 0)
 	}

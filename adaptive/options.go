@@ -196,7 +196,7 @@ func WithObserver(o metrics.GateObserver) Option {
 // front of it, among goroutines waiting for a CPU. The gate refuses
 // arrivals (ErrFrontQueue; counted in Sample.FrontRefused, not in Rejected)
 // while that queue is at or above its front limit, read afresh at most
-// every 250 µs, and learns the front limit once per window from the mean
+// every 250 µs (and before each refusal of the drain rule), and learns the front limit once per window from the mean
 // wait there: it shrinks when the wait exceeds a few of the service's
 // round-trip times (fewer under sustained overload; never under a
 // millisecond) and grows while it refuses callers under that target (see
