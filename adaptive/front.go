@@ -234,8 +234,9 @@ func (s *SchedulerLatency) exceeds(q float64, threshold time.Duration) bool {
 // Its refusals are what drain the queue, so before each one it reads the
 // queue afresh, not a reading up to frontInterval old (two alternated pairs,
 // 2x warm / cold: HTTP on one core 74–86 → 87–90%, on two 63–78 → 77–86%;
-// gRPC 77–86 → 70–84%, a loss within its run-to-run spread). Measured with bench/cmd/realload, 1 ms of CPU per request at 2x, warm /
-// cold, % of the capacity measured in the same run within a 10 ms SLO:
+// gRPC 77–86 → 70–84%, a loss within its run-to-run spread). Measured with
+// bench/cmd/realload, 1 ms of CPU per request at 2x, warm / cold, % of the
+// capacity measured in the same run within a 10 ms SLO:
 // HTTP on one core, gradient 34.7 / 34.4 without the rule (p50 11 ms: the
 // poll period) and 97.0 / 91.4 with it (p50 3.5 ms), 0.3% refused at 0.7x;
 // two cores 90.8 / 84.3. The rule counts goroutines: an I/O-heavy service at
