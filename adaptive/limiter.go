@@ -596,7 +596,7 @@ func (l *Limiter) learn(s *Sample, now int64) int64 {
 		return next
 	}
 	m.observe(s, now)
-	slow := m.slowed(s)
+	slow := m.slowed(s, now)
 	switch {
 	case !s.Saturated():
 		m.satSince = -1

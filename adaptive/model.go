@@ -73,9 +73,9 @@ type FloorProber interface {
 //     the traffic's start (see young);
 //
 //   - the service may have slowed: in two saturated windows in a row,
-//     cutting the concurrency did not make the RTT faster, or the mean RTT
-//     at the saturating limit was above what the model expects (see
-//     slowed);
+//     cutting the concurrency did not make the RTT faster, or, over a run
+//     of saturated windows at the saturating limit or under it, the mean
+//     RTT was above what the model expects (see slowed);
 //
 // and not within probeGap of the end of the previous probe. A full probe
 // measures the throughput at the current limit (or the algorithm's new one,
@@ -130,8 +130,10 @@ type model struct {
 	refused  float64 // the share of callers refused, smoothed over about ten windows
 	hist     [slowLook]histPoint
 	histN    int
-	flat     bool // the last saturated window showed a cut that did not make the RTT faster
-	above    bool // the last saturated window's mean RTT was above what the model expects
+	flat     bool     // the last saturated window showed a cut that did not make the RTT faster
+	above    evidence // the run of saturated windows at or under the saturating limit (see slowed)
+	cutFrom  int      // the highest limit since the last cut (see noteCut)
+	cutAt    int64    // ns: when the window of the last cut began
 
 	probe      probe
 	probeEnd   int64 // ns: when the last probe ended; −1: none yet
@@ -450,30 +452,76 @@ func (m *model) addRate(x float64) {
 	}
 }
 
+// evidence is a run of windows' completions, the sum of their RTTs
+// (count · mean RTT) and the sum of what the model expects of them.
+type evidence struct{ n, obs, exp float64 }
+
+// add adds n completions at mean RTT avg where the model expects exp, and
+// reports whether the run, so far, is slower than expected by more than
+// twice its noise (band of all its completions).
+func (e *evidence) add(n int, avg, exp float64) bool {
+	e.n += float64(n)
+	e.obs += float64(n) * avg
+	e.exp += float64(n) * exp
+	return e.obs > e.exp*(1+2*band(int(e.n)))
+}
+
+// noteCut records when the limit was last cut: a window whose limit is at
+// most slowCut of the highest since the previous cut (the quarter the flat
+// sign calls a cut) began at a cut. A limit that creeps down a request at a
+// time makes no cut: the few requests it leaves behind barely queue.
+func (m *model) noteCut(s *Sample, now int64) {
+	if float64(s.Limit) <= slowCut*float64(m.cutFrom) {
+		m.cutAt, m.cutFrom = now-int64(s.Window), s.Limit
+	}
+	m.cutFrom = max(m.cutFrom, s.Limit)
+}
+
 // slowed reports whether the windows say the service may have slowed, and
-// records the window if the gate was saturated. Two signs, each of which
-// must show in two saturated windows in a row, the second clear of the
-// requests of any higher limit (the RTT of a window right after a cut may
-// still be the old queue's: after a burst it falls a window later, after a
-// slowdown it does not):
+// records the window if the gate was saturated. Two signs, each clear of
+// the requests of any higher limit (the RTT of a window right after a cut
+// may still be the old queue's: after a burst it falls a window later,
+// after a slowdown it does not):
 //
-//   - flat: against one of the last slowLook saturated windows, the
-//     concurrency held (Sample.Held) fell by a quarter (slowCut) without
-//     making the RTT 10% faster (slowFlat) or falling in proportion to
-//     within two standard errors;
-//   - above the model: the window held no more than the saturating limit
-//     S = ⌈K⌉ + kneeRoom, where the model expects a mean RTT of at most
-//     F·S/K (Little's law), and its mean RTT was above that by more than its
-//     noise. (A limit held at the saturating limit by the algorithm's guard
-//     shows no cut, only this.)
-//
-// Either way the RTT must also be above F by more than its noise.
-func (m *model) slowed(s *Sample) bool {
+//   - flat: in two saturated windows in a row, the second clean (its peak
+//     in flight within its limit): against one of the last slowLook
+//     saturated windows, the concurrency held (Sample.Held) fell by a
+//     quarter (slowCut) without making the RTT 10% faster (slowFlat) or
+//     falling in proportion to within two standard errors; and the RTT
+//     above F by more than its noise;
+//   - above the model: over a run of clean saturated windows that held no
+//     more than the saturating limit S = ⌈K⌉ + kneeRoom, each completing
+//     only requests admitted after the last cut, where the model expects a
+//     mean RTT of at most F·S/K (Little's law), the run's mean RTT was
+//     above that by more than twice its noise. The run ends at the first
+//     window that does not qualify, and is judged afresh every
+//     probeSamples completions. A run, not a window: on 64 cores a window
+//     completes a few dozen requests, whose mean is known to ±66%
+//     (band(30)), and an algorithm whose guard holds the limit at S, or
+//     creeps it down a request at a time, never shows a cut: a service
+//     whose floor doubled was believed unchanged for 14 s (zoo ps/64,
+//     halve-service: goodput 38% of capacity).
+func (m *model) slowed(s *Sample, now int64) bool {
+	m.noteCut(s, now)
 	if !s.Saturated() || !dropsOK(s) {
+		m.above = evidence{}
 		return false
 	}
 	rtt, held := float64(s.RTT), float64(s.Held())
-	flat, above := false, false
+	clean := s.MaxInFlight <= s.Limit
+	var k Sample
+	m.fill(&k)
+	above := false
+	after := now-int64(s.Window)-int64(s.MaxRTT) >= m.cutAt
+	if sat := float64(k.SaturatingLimit()); clean && after && sat > 0 && held <= sat {
+		above = m.above.add(s.Count, float64(s.AvgRTT), m.floorMean*sat/k.Knee)
+	} else {
+		m.above = evidence{}
+	}
+	if above || m.above.n >= probeSamples {
+		m.above = evidence{}
+	}
+	flat := false
 	if m.floor > 0 && rtt > m.floor*(1+band(s.Count)) {
 		for i := range min(m.histN, slowLook) {
 			h := m.hist[i]
@@ -486,17 +534,11 @@ func (m *model) slowed(s *Sample) bool {
 				flat = true
 			}
 		}
-		var k Sample
-		m.fill(&k)
-		if sat := float64(k.SaturatingLimit()); sat > 0 && held <= sat {
-			above = float64(s.AvgRTT) > m.floorMean*sat/k.Knee*(1+2*band(s.Count))
-		}
 	}
 	m.hist[m.histN%slowLook] = histPoint{held: s.Held(), rtt: rtt, n: s.Count}
 	m.histN++
-	clean := s.MaxInFlight <= s.Limit
-	slow := clean && ((flat && m.flat) || (above && m.above))
-	m.flat, m.above = flat, above
+	slow := clean && ((flat && m.flat) || above)
+	m.flat = flat
 	return slow
 }
 
@@ -551,6 +593,7 @@ func (m *model) want(s *Sample, now int64, slow bool) int {
 func (m *model) start(s *Sample, now, base int64, kind int) int64 {
 	m.probe = probe{on: true, base: base, level: int64(s.Limit), check: kind == checkOnly, since: now}
 	m.hist, m.histN = [slowLook]histPoint{}, 0
+	m.above = evidence{}
 	if kind == upProbe && base >= int64(s.Limit) {
 		p := &m.probe
 		p.up, p.refL, p.refX, p.refN = true, int64(s.Limit), float64(s.Count+s.Dropped)/s.Window.Seconds(), float64(s.Count+s.Dropped)

@@ -485,7 +485,7 @@ func TestCutLimitIsNotASlowerService(t *testing.T) {
 		m := newModel(1, 1000)
 		m.floor, m.floorMean, m.floorW, m.confirmed = 3.4e6, 3.4e6, floorMemory, true
 		for i := range surge {
-			if m.slowed(&surge[i]) {
+			if m.slowed(&surge[i], int64(i+1)*int64(win100)) {
 				t.Errorf("%s, window %d of the surge: a cut limit read as a slower service", name, i)
 			}
 		}
@@ -506,9 +506,9 @@ func TestSlowerServiceNeedsSignificance(t *testing.T) {
 		before := Sample{Window: win100, Limit: 8, MaxInFlight: 8, Count: tt.n, RTT: 10 * ms, AvgRTT: 10 * ms, Rejected: 1}
 		after := before
 		after.Limit, after.MaxInFlight = 6, 6
-		m.slowed(&before)
-		m.slowed(&after) // one window is not enough
-		if got := m.slowed(&after); got != tt.want {
+		m.slowed(&before, int64(win100))
+		m.slowed(&after, 2*int64(win100)) // one window is not enough
+		if got := m.slowed(&after, 3*int64(win100)); got != tt.want {
 			t.Errorf("%d requests a window: slowed %v, want %v", tt.n, got, tt.want)
 		}
 	}
@@ -580,27 +580,72 @@ func TestFailedCheckStartsAFullProbe(t *testing.T) {
 
 // "The service may have slowed" without any cut: the algorithm's guard
 // holds the saturating limit, and there the mean RTT is far above what the
-// model expects (F·S/K): twice the floor, in two clean windows in a row.
+// model expects (F·S/K = 5.625ms): twice the floor. Over 30 completions a
+// window mean is known to ±66% (band(30)), so one window is not enough; the
+// run of them is, once its noise is under half the excess: the third
+// (band(90) = 0.38: 10ms > 5.625ms·1.76). An RTT the model expects never
+// is, however long the run.
 func TestAboveTheModelIsASlowerService(t *testing.T) {
+	run := func(rtt time.Duration, windows int) (fired int) {
+		m := newModel(1, 1000)
+		m.floor, m.floorMean, m.floorW, m.confirmed = 5e6, 5e6, floorMemory, true
+		m.addRate(1600) // the knee 8, the saturating limit 9
+		w := Sample{Window: win100, Limit: 9, MaxInFlight: 9, Count: 30, RTT: rtt, AvgRTT: rtt, MaxRTT: 3 * rtt, Rejected: 100}
+		for i := range windows {
+			if m.slowed(&w, int64(i+10)*int64(win100)) {
+				return i + 1
+			}
+		}
+		return 0
+	}
+	if got := run(10*ms, 20); got != 3 {
+		t.Errorf("twice the floor at the saturating limit: read as a slower service at window %d, want 3", got)
+	}
+	// Within the model (9 in flight at 5.6ms: 9/1600/s): never.
+	if got := run(5600*time.Microsecond, 100); got != 0 {
+		t.Errorf("an RTT the model expects read as a slower service at window %d", got)
+	}
+}
+
+// The ratchet (zoo ps/64, halve-service): the service's floor doubled
+// (65ms to 130ms) while the gate was saturated. The algorithm, taking the
+// RTT for queueing, creeps the limit down a request at a time, its guard
+// (the saturating limit of a stale knee) following it down; no window cuts
+// by a quarter, so the flat sign never shows, and each window's 30
+// completions are too few for the mean RTT, twice what the model expects,
+// to be read as slower on its own. Before the run was judged as a whole,
+// this trace never read as a slower service (the gate held a limit of
+// half the knee for 14 s); now it does at its third window. A window that
+// still completes requests admitted before a cut by a quarter is no
+// evidence: its RTTs may be the old queue's.
+func TestAboveTheModelOverARatchet(t *testing.T) {
 	m := newModel(1, 1000)
-	m.floor, m.floorMean, m.floorW, m.confirmed = 5e6, 5e6, floorMemory, true
-	m.addRate(1600) // the knee 8, the saturating limit 9
-	w := Sample{Window: win100, Limit: 9, MaxInFlight: 9, Count: 300, RTT: 10 * ms, AvgRTT: 10 * ms, Rejected: 100}
-	if m.slowed(&w) {
-		t.Fatal("slowed on one window")
+	m.floor, m.floorMean, m.floorW, m.confirmed = 65e6, 65e6, floorMemory, true
+	m.addRate(466) // the knee 30.3, the saturating limit 32
+	now := int64(0)
+	window := func(limit, peak int, rtt time.Duration) Sample {
+		return Sample{Window: 130 * ms, Limit: limit, MaxInFlight: peak, Count: 30, RTT: rtt, AvgRTT: rtt, MaxRTT: 2 * rtt, Rejected: 80}
 	}
-	if !m.slowed(&w) {
-		t.Fatal("twice the floor at the saturating limit, twice: not read as a slower service")
+	// The queue at 110, then the cut to 32 (the RTT falls: queueing), whose
+	// first windows still drain and complete requests admitted under 110:
+	// counted, they would make the run slower still and decide it sooner.
+	for i, w := range []Sample{window(110, 110, 190*ms), window(32, 60, 150*ms), window(32, 32, 150*ms)} {
+		now += int64(130 * ms)
+		if m.slowed(&w, now) {
+			t.Fatalf("window %d, right after the cut: read as a slower service", i)
+		}
 	}
-	// Within the model (9 in flight at 5.6ms: 9/1600/s): no.
-	m = newModel(1, 1000)
-	m.floor, m.floorMean, m.floorW, m.confirmed = 5e6, 5e6, floorMemory, true
-	m.addRate(1600)
-	w.RTT, w.AvgRTT = 5600*time.Microsecond, 5600*time.Microsecond
-	first := m.slowed(&w)
-	second := m.slowed(&w)
-	if first || second {
-		t.Fatal("an RTT the model expects read as a slower service")
+	fired := 0
+	for i, limit := range []int{32, 31, 31, 30, 30, 29, 29, 28} {
+		now += int64(130 * ms)
+		w := window(limit, limit, 128*ms)
+		if m.slowed(&w, now) {
+			fired = i + 1
+			break
+		}
+	}
+	if fired != 3 {
+		t.Fatalf("the ratchet at twice the floor read as a slower service at window %d, want 3", fired)
 	}
 }
 
