@@ -52,15 +52,17 @@ func TestQueue(t *testing.T) {
 
 func TestRules(t *testing.T) {
 	// Netflix defaults at L = 20: threshold 1, alpha 3, beta 6, increase 1.
+	// The windows hold 100 requests: the floor's noise is a tenth of it
+	// (queueNoise), so the queue is measured from 5.5ms.
 	tests := []struct {
 		name string
 		rtt  time.Duration
 		want int
 	}{
 		{"queue ≤ threshold: slow start doubles", 5 * ms, 40},
-		{"queue < alpha: +log10", 5500 * time.Microsecond, 21},      // queue 1.8
-		{"alpha ≤ queue ≤ beta: hold", 6500 * time.Microsecond, 20}, // queue 4.6
-		{"queue > beta: remove the excess", 10 * ms, 16},            // queue 10 → 20 − (10 − 6)
+		{"queue < alpha: +log10", 6 * ms, 21},                       // queue 1.7
+		{"alpha ≤ queue ≤ beta: hold", 7200 * time.Microsecond, 20}, // queue 4.7
+		{"queue > beta: remove the excess", 10 * ms, 17},            // queue 9 → 20 − (9 − 6)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,6 +75,29 @@ func TestRules(t *testing.T) {
 				t.Fatalf("limit %d, want %d", got, tt.want)
 			}
 		})
+	}
+}
+
+// The window's RTT is a mean of its requests, known to about one standard
+// error, floor/√n: so much above the floor is noise, not queue. At L = 50
+// over 40 requests (±16%), an RTT 15% above the floor is no queue, and a
+// full window grows the limit (51); over 10,000 (±1%) it is a queue of 6.1,
+// between alpha (5.1) and beta (10.2), and the limit holds (50). Before the
+// noise was counted, the 40-request window read a queue of 6.5 and the
+// limit did not grow (49): on 64 cores a window holds a few dozen requests,
+// and the limit sat at the mean demand, refusing its peaks.
+func TestQueueBeyondTheNoiseOfTheMean(t *testing.T) {
+	for _, tt := range []struct {
+		n    int
+		want int
+	}{{40, 51}, {10000, 50}} {
+		d := newDriver(WithInitialLimit(50))
+		d.step(idle(5*ms, 5))
+		d.v.slowStart = false
+		got := d.step(func(l int) adaptive.Sample { return win(l, l, tt.n, 5750*time.Microsecond, 100, 0) })
+		if got != tt.want {
+			t.Errorf("%d requests a window at 1.15× the floor: limit %d, want %d", tt.n, got, tt.want)
+		}
 	}
 }
 
