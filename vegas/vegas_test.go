@@ -52,17 +52,15 @@ func TestQueue(t *testing.T) {
 
 func TestRules(t *testing.T) {
 	// Netflix defaults at L = 20: threshold 1, alpha 3, beta 6, increase 1.
-	// The windows hold 100 requests: the floor's noise is a tenth of it
-	// (queueNoise), so the queue is measured from 5.5ms.
 	tests := []struct {
 		name string
 		rtt  time.Duration
 		want int
 	}{
 		{"queue ≤ threshold: slow start doubles", 5 * ms, 40},
-		{"queue < alpha: +log10", 6 * ms, 21},                       // queue 1.7
-		{"alpha ≤ queue ≤ beta: hold", 7200 * time.Microsecond, 20}, // queue 4.7
-		{"queue > beta: remove the excess", 10 * ms, 17},            // queue 9 → 20 − (9 − 6)
+		{"queue < alpha: +log10", 5500 * time.Microsecond, 21},      // queue 1.8
+		{"alpha ≤ queue ≤ beta: hold", 6500 * time.Microsecond, 20}, // queue 4.6
+		{"queue > beta: remove the excess", 10 * ms, 16},            // queue 10 → 20 − (10 − 6)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,14 +76,15 @@ func TestRules(t *testing.T) {
 	}
 }
 
-// The window's RTT is a mean of its requests, known to about one standard
-// error, floor/√n: so much above the floor is noise, not queue. At L = 50
-// over 40 requests (±16%), an RTT 15% above the floor is no queue, and a
-// full window grows the limit (51); over 10,000 (±1%) it is a queue of 6.1,
-// between alpha (5.1) and beta (10.2), and the limit holds (50). Before the
-// noise was counted, the 40-request window read a queue of 6.5 and the
-// limit did not grow (49): on 64 cores a window holds a few dozen requests,
-// and the limit sat at the mean demand, refusing its peaks.
+// The queue estimate is read no finer than its noise: the window's RTT is a
+// mean of its n requests, known to about one standard error, and the queue
+// estimate to L/√n requests. At L = 50 over 40 requests that is 7.9, above
+// alpha (5.1): an RTT 15% above the floor (a raw queue of 6.5) reads 3.7,
+// under alpha, and a full window grows the limit (51). Over 10,000
+// requests the noise (0.5) is under alpha: the queue of 6.5 stands, between
+// alpha and beta (10.2), and the limit holds (50). Before, the 40-request
+// window did not grow the limit (49): on 64 cores a window holds a few
+// dozen requests, and the limit sat at the mean demand, refusing its peaks.
 func TestQueueBeyondTheNoiseOfTheMean(t *testing.T) {
 	for _, tt := range []struct {
 		n    int
