@@ -76,6 +76,30 @@ func TestRules(t *testing.T) {
 	}
 }
 
+// The queue estimate is read no finer than its noise: the window's RTT is a
+// mean of its n requests, known to about one standard error, and the queue
+// estimate to L/√n requests. At L = 50 over 40 requests that is 7.9, above
+// alpha (5.1): an RTT 15% above the floor (a raw queue of 6.5) reads 3.7,
+// under alpha, and a full window grows the limit (51). Over 10,000
+// requests the noise (0.5) is under alpha: the queue of 6.5 stands, between
+// alpha and beta (10.2), and the limit holds (50). Before, the 40-request
+// window did not grow the limit (49): on 64 cores a window holds a few
+// dozen requests, and the limit sat at the mean demand, refusing its peaks.
+func TestQueueBeyondTheNoiseOfTheMean(t *testing.T) {
+	for _, tt := range []struct {
+		n    int
+		want int
+	}{{40, 51}, {10000, 50}} {
+		d := newDriver(WithInitialLimit(50))
+		d.step(idle(5*ms, 5))
+		d.v.slowStart = false
+		got := d.step(func(l int) adaptive.Sample { return win(l, l, tt.n, 5750*time.Microsecond, 100, 0) })
+		if got != tt.want {
+			t.Errorf("%d requests a window at 1.15× the floor: limit %d, want %d", tt.n, got, tt.want)
+		}
+	}
+}
+
 func TestAppLimitedHold(t *testing.T) {
 	d := newDriver()
 	for _, rtt := range []time.Duration{5 * ms, 50 * ms, 1 * ms} {
