@@ -511,15 +511,13 @@ func (m *model) slowed(s *Sample, now int64) bool {
 	clean := s.MaxInFlight <= s.Limit
 	var k Sample
 	m.fill(&k)
-	above := false
-	after := now-int64(s.Window)-int64(s.MaxRTT) >= m.cutAt
-	if sat := float64(k.SaturatingLimit()); clean && after && sat > 0 && held <= sat {
-		above = m.above.add(s.Count, float64(s.AvgRTT), m.floorMean*sat/k.Knee)
-	} else {
-		m.above = evidence{}
-	}
-	if above || m.above.n >= probeSamples {
-		m.above = evidence{}
+	// The window is evidence if it held no more than S and completed only
+	// requests admitted after the last cut.
+	sat := float64(k.SaturatingLimit())
+	counts := clean && sat > 0 && held <= sat && now-int64(s.Window)-int64(s.MaxRTT) >= m.cutAt
+	above := counts && m.above.add(s.Count, float64(s.AvgRTT), m.floorMean*sat/k.Knee)
+	if !counts || above || m.above.n >= probeSamples {
+		m.above = evidence{} // the run ends, or is judged afresh
 	}
 	flat := false
 	if m.floor > 0 && rtt > m.floor*(1+band(s.Count)) {

@@ -586,7 +586,7 @@ func TestFailedCheckStartsAFullProbe(t *testing.T) {
 // (band(90) = 0.38: 10ms > 5.625ms·1.76). An RTT the model expects never
 // is, however long the run.
 func TestAboveTheModelIsASlowerService(t *testing.T) {
-	run := func(rtt time.Duration, windows int) (fired int) {
+	firesAt := func(rtt time.Duration, windows int) int {
 		m := newModel(1, 1000)
 		m.floor, m.floorMean, m.floorW, m.confirmed = 5e6, 5e6, floorMemory, true
 		m.addRate(1600) // the knee 8, the saturating limit 9
@@ -598,11 +598,11 @@ func TestAboveTheModelIsASlowerService(t *testing.T) {
 		}
 		return 0
 	}
-	if got := run(10*ms, 20); got != 3 {
+	if got := firesAt(10*ms, 20); got != 3 {
 		t.Errorf("twice the floor at the saturating limit: read as a slower service at window %d, want 3", got)
 	}
 	// Within the model (9 in flight at 5.6ms: 9/1600/s): never.
-	if got := run(5600*time.Microsecond, 100); got != 0 {
+	if got := firesAt(5600*time.Microsecond, 100); got != 0 {
 		t.Errorf("an RTT the model expects read as a slower service at window %d", got)
 	}
 }
