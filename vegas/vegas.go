@@ -33,10 +33,12 @@
 //     (L − (queue − beta)), not by log10(L) per window, and growth is
 //     exponential again after a recovery (slow start re-arms when the queue
 //     has stayed empty for a while);
-//   - no noise read as a queue: the window's RTT is a mean of its requests,
-//     so the estimate is known to about L/√n of n; where that exceeds
+//   - no noise read as a queue: the window's RTT is a mean of its n
+//     requests and the gate's floor a mean of m (Sample.FloorCount), so
+//     the estimate is known to about L·√(1/n + 1/m); where that exceeds
 //     alpha the excess is taken off (a window of a few dozen requests on
-//     many cores no longer holds the limit at the mean demand).
+//     many cores, or a floor a cold start measured over a few dozen, no
+//     longer holds the limit at the mean demand).
 package vegas
 
 import (
