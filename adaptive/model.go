@@ -935,6 +935,7 @@ func (m *model) end(now int64, x float64) int64 {
 func (m *model) fill(s *Sample) {
 	s.Floor = time.Duration(m.floor)
 	s.FloorMean = time.Duration(m.floorMean)
+	s.FloorCount = int(m.floorW)
 	s.Throughput = m.thr
 	s.Knee = m.knee()
 	s.Probing = m.probe.on

@@ -59,6 +59,10 @@ type Sample struct {
 	// in which the gate was not saturated and from probes; a saturated
 	// window never raises it (its RTT is queueing). Zero until measured.
 	Floor time.Duration
+	// FloorCount is the number of requests the floor is an average of (at
+	// most a few hundred: it follows the latest); the floor is known to
+	// about its spread over √FloorCount. Zero until measured.
+	FloorCount int
 	// FloorMean is the floor as a mean round-trip time, whatever the
 	// statistic of RTT: the one to compare with AvgRTT, and the one
 	// Little's law needs (see Knee).

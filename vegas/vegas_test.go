@@ -87,15 +87,30 @@ func TestRules(t *testing.T) {
 // dozen requests, and the limit sat at the mean demand, refusing its peaks.
 func TestQueueBeyondTheNoiseOfTheMean(t *testing.T) {
 	for _, tt := range []struct {
-		n    int
-		want int
-	}{{40, 51}, {10000, 50}} {
+		n, floorN int // the window's successes; the requests behind the gate's floor (0: none reported)
+		want      int
+	}{
+		{40, 0, 51},
+		{10000, 0, 50},
+		// The gate's floor is a mean of 40 requests: the ratio is as noisy
+		// as a window of 40 against an exact floor, however long the
+		// window, and the 15% reads as no queue (the limit grows); over a
+		// floor of 10,000 it is a queue of 6.5, held.
+		{10000, 40, 53},
+		{10000, 10000, 50},
+	} {
 		d := newDriver(WithInitialLimit(50))
 		d.step(idle(5*ms, 5))
 		d.v.slowStart = false
-		got := d.step(func(l int) adaptive.Sample { return win(l, l, tt.n, 5750*time.Microsecond, 100, 0) })
+		got := d.step(func(l int) adaptive.Sample {
+			s := win(l, l, tt.n, 5750*time.Microsecond, 100, 0)
+			if tt.floorN > 0 {
+				s.Floor, s.FloorMean, s.FloorCount = 5*ms, 5*ms, tt.floorN
+			}
+			return s
+		})
 		if got != tt.want {
-			t.Errorf("%d requests a window at 1.15× the floor: limit %d, want %d", tt.n, got, tt.want)
+			t.Errorf("%d requests a window at 1.15× a floor of %d requests: limit %d, want %d", tt.n, tt.floorN, got, tt.want)
 		}
 	}
 }
