@@ -596,7 +596,7 @@ func (m *model) start(s *Sample, now, base int64, kind int) int64 {
 		p := &m.probe
 		p.up, p.refL, p.refX, p.refN = true, int64(s.Limit), float64(s.Count+s.Dropped)/s.Window.Seconds(), float64(s.Count+s.Dropped)
 		p.refRTT, p.refAvg = float64(s.RTT), float64(s.AvgRTT)
-		p.level = min(2*p.refL, m.probeMaxL)
+		p.level = min(startupLevel(s), m.probeMaxL)
 		return p.level
 	}
 	if m.probe.check {
@@ -611,6 +611,29 @@ func (m *model) start(s *Sample, now, base int64, kind int) int64 {
 		m.probe.add(s) // the triggering window is the reference's first
 	}
 	return m.probe.level
+}
+
+// startupLevel is the level a cold start's up-probe raises the limit L of
+// window s to:
+//
+//	level = max(2L, min(L·2^(window/rtt), arrivals/window · rtt))
+//
+// BBR's startup doubles once per round trip, and a window of several round
+// trips holds as many doublings; but no more than the concurrency the
+// window's callers would have filled at its RTT (their arrival rate, served
+// and refused, times its mean RTT: Little's law). A service whose requests
+// wait on I/O for a fifth of a window reaches its demand in one step instead
+// of four or five; one whose requests take a window or more doubles, as
+// before. The doubling's test is the same whatever the step: the rate must
+// grow in proportion at the reference's RTT.
+func startupLevel(s *Sample) int64 {
+	L := float64(s.Limit)
+	rtt, win := s.AvgRTT.Seconds(), s.Window.Seconds()
+	if rtt <= 0 || win <= 0 {
+		return 2 * int64(s.Limit)
+	}
+	demand := float64(s.Count+s.Dropped+s.Rejected) / win * rtt
+	return int64(math.Ceil(max(2*L, min(L*math.Exp2(min(win/rtt, 30)), demand))))
 }
 
 // checkLevel is the limit a check holds: ⌈checkDepth·K⌉, or, where that
