@@ -62,8 +62,10 @@ type FloorProber interface {
 //
 //     A cold start probes up before it probes down (see stepUp): when the
 //     window that triggers it is not censored (see censored), the limit
-//     doubles once; if the throughput doubles at the same RTT the floor is
-//     measured at two concurrencies and the gate keeps the doubled limit,
+//     doubles once (or, in a window of several round trips, steps up to the
+//     concurrency its callers would fill: see startupLevel); if the
+//     throughput grows in proportion at the same RTT the floor is
+//     measured at two concurrencies and the gate keeps the raised limit,
 //     without the full probe's halvings (a service whose callers need more
 //     than the initial limit but never queue — an I/O-bound one — is then
 //     refused only in its first window or two). Otherwise the full probe
@@ -596,7 +598,7 @@ func (m *model) start(s *Sample, now, base int64, kind int) int64 {
 		p := &m.probe
 		p.up, p.refL, p.refX, p.refN = true, int64(s.Limit), float64(s.Count+s.Dropped)/s.Window.Seconds(), float64(s.Count+s.Dropped)
 		p.refRTT, p.refAvg = float64(s.RTT), float64(s.AvgRTT)
-		p.level = min(2*p.refL, m.probeMaxL)
+		p.level = min(startupLevel(s), m.probeMaxL)
 		return p.level
 	}
 	if m.probe.check {
@@ -611,6 +613,29 @@ func (m *model) start(s *Sample, now, base int64, kind int) int64 {
 		m.probe.add(s) // the triggering window is the reference's first
 	}
 	return m.probe.level
+}
+
+// startupLevel is the level a cold start's up-probe raises the limit L of
+// window s to:
+//
+//	level = max(2L, min(L·2^(window/rtt), arrivals/window · rtt))
+//
+// BBR's startup doubles once per round trip, and a window of several round
+// trips holds as many doublings; but no more than the concurrency the
+// window's callers would have filled at its RTT (their arrival rate, served
+// and refused, times its mean RTT: Little's law). A service whose requests
+// wait on I/O for a fifth of a window reaches its demand in one step instead
+// of four or five; one whose requests take a window or more doubles, as
+// before. The doubling's test is the same whatever the step: the rate must
+// grow in proportion at the reference's RTT.
+func startupLevel(s *Sample) int64 {
+	L := float64(s.Limit)
+	rtt, win := s.AvgRTT.Seconds(), s.Window.Seconds()
+	if rtt <= 0 || win <= 0 {
+		return 2 * int64(s.Limit)
+	}
+	demand := float64(s.Count+s.Dropped+s.Rejected) / win * rtt
+	return int64(math.Ceil(max(2*L, min(L*math.Exp2(min(win/rtt, 30)), demand))))
 }
 
 // checkLevel is the limit a check holds: ⌈checkDepth·K⌉, or, where that
@@ -783,13 +808,14 @@ func (p *probe) flat(rtt, avg float64, n int) bool {
 // stepUp takes a saturated window of an up-probe: a cold start into a
 // saturated gate doubles the limit before it halves it (BBR's order: probe
 // for bandwidth at the same RTT first). Against the reference — the window
-// at the limit L that triggered it — the level 2L's completion rate is
-// tested for the doubling: clearly above halfway between the reference's
-// rate and twice it (two standard errors of the difference of two Poisson
+// at the limit L that triggered it — the level rL's completion rate (r = 2,
+// or more on a cold start's first step: see startupLevel) is tested for the
+// growth: clearly above halfway between the reference's rate and r times it
+// (two standard errors of the difference of two Poisson
 // counts), or clearly below, over probeDecide to probeSamples completions
 // (undecided at probeSamples or probeWindows: by the point estimate).
 //
-//   - It grew, and its rate is at least 1 − probeFell of twice the
+//   - It grew, and its rate is at least 1 − probeFell of r times the
 //     reference's, at an RTT as flat as the reference's: neither level queued,
 //     and both measured the floor: it is confirmed, and the limit doubles
 //     again, the doubled level now the reference and the floor its RTT
@@ -798,9 +824,10 @@ func (p *probe) flat(rtt, avg float64, n int) bool {
 //     slower RTT, has passed the knee: the probe ends, the floor measured,
 //     the throughput the new level's, and the limit at least the last level
 //     that grew (the knee lies between the two).
-//   - The first doubling did not grow, or grew at a slower RTT: the
-//     service was saturated at L, or L was near the knee. The probe halves
-//     on from L, with the doubled level's rate as the level above.
+//   - The first step did not grow, or grew at a slower RTT: the service
+//     was saturated at L, or L was near the knee (or, after a step of more
+//     than double, under it, but the step overshot it). The probe halves
+//     on from L, with the raised level's rate as the level above.
 //
 // What it costs: the levels that grew refused fewer callers than L would
 // have; the one past the knee holds at most twice the knee's concurrency

@@ -215,6 +215,57 @@ func TestUpProbeStopsWhereTheDemandFits(t *testing.T) {
 	}
 }
 
+// callers is an exact trace of a service with no queue (more cores than
+// callers) whose requests take rtt, and demand callers who would keep that
+// many in flight: every window refuses what the limit does not admit, so
+// its arrivals (served and refused) over its length, times rtt, are the
+// demand (Little's law).
+type callers struct {
+	rtt    time.Duration
+	demand int
+}
+
+func (v *callers) window(limit int) Sample {
+	held := min(limit, v.demand)
+	per := win100.Seconds() / v.rtt.Seconds() // completions per window per request in flight
+	n := int(math.Round(float64(held) * per))
+	rej := int(math.Round(float64(v.demand-held) * per))
+	return Sample{Window: win100, Limit: limit, Count: n, Rejected: rej, RTT: v.rtt, AvgRTT: v.rtt, MinRTT: v.rtt, MaxRTT: v.rtt, MaxInFlight: held}
+}
+
+// A cold start whose window holds several round trips (20 ms in 100 ms)
+// and whose callers would fill 300: the startup's first step goes to the
+// demand's 300 (not 40: four more windows of doublings, refusing most
+// callers), the rate grows fifteenfold at the same RTT, the floor is
+// confirmed, and the doubled level, unsaturated at the floor's RTT, stays.
+// Nothing is refused after the first window.
+func TestStartupStepsToTheDemand(t *testing.T) {
+	alg := &prober{initial: 20, propose: 20}
+	l := newProbed(t, alg)
+	var now int64
+	v := &callers{rtt: 20 * ms, demand: 300}
+	var got []int
+	refused := 0
+	for i := range 4 {
+		now += int64(win100)
+		s := v.window(l.Limit())
+		got = append(got, s.Limit)
+		if i > 0 {
+			refused += s.Rejected
+		}
+		l.setLimit(min(max(l.learn(&s, now), l.minLim), l.maxLim))
+	}
+	if want := []int{20, 300, 600, 600}; !slices.Equal(got, want) {
+		t.Fatalf("limits %v, want %v", got, want)
+	}
+	if refused != 0 {
+		t.Fatalf("%d refused after the first window", refused)
+	}
+	if f := l.Floor(); f != 20*ms || !l.mdl.confirmed {
+		t.Fatalf("floor %v (confirmed %v), want 20ms confirmed", f, l.mdl.confirmed)
+	}
+}
+
 // lagged is an exact trace of a service with no queue (more cores than
 // callers) whose requests take rtt, seen through 100 ms windows, in which a
 // raised limit shows only a round trip later: the requests admitted under
