@@ -879,6 +879,14 @@ func (m *model) stepUp(s *Sample, now int64) int64 {
 		// measured, and the last level is under the knee.
 		p.base = max(p.base, p.refL)
 		return m.end(now, max(upX, p.refX))
+	case r > 2:
+		// A first step of more than double (see startupLevel) is a
+		// shortcut: where it did not pay in full it may have passed a
+		// knee that a doubling would find, so the startup starts again
+		// from L with one.
+		p.up, p.since = true, now
+		p.level = min(2*p.refL, m.probeMaxL)
+		return p.level
 	}
 	// The first doubling did not pay at the floor's RTT: the probe halves
 	// on from L. Even when it grew (L was under the knee), L may be just

@@ -223,14 +223,19 @@ func TestUpProbeStopsWhereTheDemandFits(t *testing.T) {
 type callers struct {
 	rtt    time.Duration
 	demand int
+	cores  int // past this many in flight requests queue (0: never)
 }
 
 func (v *callers) window(limit int) Sample {
 	held := min(limit, v.demand)
-	per := win100.Seconds() / v.rtt.Seconds() // completions per window per request in flight
+	rtt := v.rtt
+	if v.cores > 0 && held > v.cores {
+		rtt = time.Duration(float64(v.rtt) * float64(held) / float64(v.cores))
+	}
+	per := win100.Seconds() / rtt.Seconds() // completions per window per request in flight
 	n := int(math.Round(float64(held) * per))
-	rej := int(math.Round(float64(v.demand-held) * per))
-	return Sample{Window: win100, Limit: limit, Count: n, Rejected: rej, RTT: v.rtt, AvgRTT: v.rtt, MinRTT: v.rtt, MaxRTT: v.rtt, MaxInFlight: held}
+	rej := int(math.Round(float64(v.demand-held) * win100.Seconds() / v.rtt.Seconds()))
+	return Sample{Window: win100, Limit: limit, Count: n, Rejected: rej, RTT: rtt, AvgRTT: rtt, MinRTT: rtt, MaxRTT: rtt, MaxInFlight: held}
 }
 
 // A cold start whose window holds several round trips (20 ms in 100 ms)
@@ -260,6 +265,33 @@ func TestStartupStepsToTheDemand(t *testing.T) {
 	}
 	if refused != 0 {
 		t.Fatalf("%d refused after the first window", refused)
+	}
+	if f := l.Floor(); f != 20*ms || !l.mdl.confirmed {
+		t.Fatalf("floor %v (confirmed %v), want 20ms confirmed", f, l.mdl.confirmed)
+	}
+}
+
+// The same callers in front of a service that queues past 40 in flight:
+// the step to the demand's 300 grows the rate only twofold, not
+// fifteenfold, so it passed a knee somewhere between; the startup starts
+// again from 20 with a doubling (40: twice the rate at the same RTT), then
+// 80 queues, and the limit settles at the knee the probe measured, 40,
+// plus one. Without the fallback the probe would halve from 20, under a
+// knee twice as high.
+func TestStartupStepFallsBackToDoubling(t *testing.T) {
+	alg := &prober{initial: 20, propose: 20}
+	l := newProbed(t, alg)
+	var now int64
+	v := &callers{rtt: 20 * ms, demand: 300, cores: 40}
+	var got []int
+	for range 5 {
+		now += int64(win100)
+		s := v.window(l.Limit())
+		got = append(got, s.Limit)
+		l.setLimit(min(max(l.learn(&s, now), l.minLim), l.maxLim))
+	}
+	if want := []int{20, 300, 40, 80, 41}; !slices.Equal(got, want) {
+		t.Fatalf("limits %v, want %v", got, want)
 	}
 	if f := l.Floor(); f != 20*ms || !l.mdl.confirmed {
 		t.Fatalf("floor %v (confirmed %v), want 20ms confirmed", f, l.mdl.confirmed)
