@@ -61,16 +61,29 @@ func (v *server) window(limit int) Sample {
 	return s
 }
 
-// run drives the gate l with windows of v for n windows from time *now,
-// exactly as maybeFlush would, and returns the limits the windows ran at.
-func run(l *Limiter, v *server, now *int64, n int) []int {
-	var out []int
+// windower is an exact trace of a service seen through 100 ms windows:
+// the window it shows for a limit.
+type windower interface{ window(limit int) Sample }
+
+// drive drives the gate l with windows of v for n windows from time *now,
+// exactly as maybeFlush would, and returns the windows.
+func drive(l *Limiter, v windower, now *int64, n int) []Sample {
+	var out []Sample
 	for range n {
 		*now += int64(win100)
 		s := v.window(l.Limit())
-		out = append(out, s.Limit)
+		out = append(out, s)
 		next := l.learn(&s, *now)
 		l.setLimit(min(max(next, l.minLim), l.maxLim))
+	}
+	return out
+}
+
+// run is drive, returning the limits the windows ran at.
+func run(l *Limiter, v windower, now *int64, n int) []int {
+	var out []int
+	for _, s := range drive(l, v, now, n) {
+		out = append(out, s.Limit)
 	}
 	return out
 }
@@ -251,14 +264,11 @@ func TestStartupStepsToTheDemand(t *testing.T) {
 	v := &callers{rtt: 20 * ms, demand: 300}
 	var got []int
 	refused := 0
-	for i := range 4 {
-		now += int64(win100)
-		s := v.window(l.Limit())
+	for i, s := range drive(l, v, &now, 4) {
 		got = append(got, s.Limit)
 		if i > 0 {
 			refused += s.Rejected
 		}
-		l.setLimit(min(max(l.learn(&s, now), l.minLim), l.maxLim))
 	}
 	if want := []int{20, 300, 600, 600}; !slices.Equal(got, want) {
 		t.Fatalf("limits %v, want %v", got, want)
@@ -283,14 +293,7 @@ func TestStartupStepFallsBackToDoubling(t *testing.T) {
 	l := newProbed(t, alg)
 	var now int64
 	v := &callers{rtt: 20 * ms, demand: 300, cores: 40}
-	var got []int
-	for range 5 {
-		now += int64(win100)
-		s := v.window(l.Limit())
-		got = append(got, s.Limit)
-		l.setLimit(min(max(l.learn(&s, now), l.minLim), l.maxLim))
-	}
-	if want := []int{20, 300, 40, 80, 41}; !slices.Equal(got, want) {
+	if got, want := run(l, v, &now, 5), []int{20, 300, 40, 80, 41}; !slices.Equal(got, want) {
 		t.Fatalf("limits %v, want %v", got, want)
 	}
 	if f := l.Floor(); f != 20*ms || !l.mdl.confirmed {
@@ -331,14 +334,7 @@ func TestUpProbeMeasuresALevelARoundTripAfterItsStart(t *testing.T) {
 	l := newProbed(t, alg)
 	v := &lagged{rtt: 45 * ms}
 	var now int64
-	var got []int
-	for range 4 {
-		now += int64(win100)
-		s := v.window(l.Limit())
-		got = append(got, s.Limit)
-		l.setLimit(min(max(l.learn(&s, now), l.minLim), l.maxLim))
-	}
-	if want := []int{200, 400, 400, 800}; !slices.Equal(got, want) {
+	if got, want := run(l, v, &now, 4), []int{200, 400, 400, 800}; !slices.Equal(got, want) {
 		t.Fatalf("limits %v, want %v", got, want)
 	}
 	if f := l.Floor(); f != 45*ms || !l.mdl.confirmed {
