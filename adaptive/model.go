@@ -824,15 +824,18 @@ func (p *probe) flat(rtt, avg float64, n int) bool {
 //     slower RTT, has passed the knee: the probe ends, the floor measured,
 //     the throughput the new level's, and the limit at least the last level
 //     that grew (the knee lies between the two).
-//   - The first step did not grow, or grew at a slower RTT: the service
-//     was saturated at L, or L was near the knee (or, after a step of more
-//     than double, under it, but the step overshot it). The probe halves
-//     on from L, with the raised level's rate as the level above.
+//   - A first step of more than double did not pay in full: it may have
+//     overshot a knee above L, so the startup starts again from L with a
+//     doubling.
+//   - The first doubling did not grow, or grew at a slower RTT: the
+//     service was saturated at L, or L was near the knee. The probe halves
+//     on from L, with the doubled level's rate as the level above.
 //
 // What it costs: the levels that grew refused fewer callers than L would
-// have; the one past the knee holds at most twice the knee's concurrency
-// (more queueing, no more refusals) for at most probeWindows windows, once
-// per cold start.
+// have; the one past the knee holds at most twice the knee's concurrency,
+// or, on a first step of more than double, at most the concurrency the
+// callers would fill (more queueing, no more refusals), for at most
+// probeWindows windows, once per cold start.
 func (m *model) stepUp(s *Sample, now int64) int64 {
 	p := &m.probe
 	x := p.done / p.dur
