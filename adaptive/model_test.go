@@ -228,27 +228,19 @@ func TestUpProbeStopsWhereTheDemandFits(t *testing.T) {
 	}
 }
 
-// callers is an exact trace of a service with no queue (more cores than
-// callers) whose requests take rtt, and demand callers who would keep that
-// many in flight: every window refuses what the limit does not admit, so
-// its arrivals (served and refused) over its length, times rtt, are the
-// demand (Little's law).
-type callers struct {
-	rtt    time.Duration
-	demand int
-	cores  int // past this many in flight requests queue (0: never)
-}
+// callers is server with a bounded demand whose refusals are what the
+// limit leaves out of it: the callers beyond the limit, at the rate the
+// service would have served them alone (svc), so that a window's arrivals
+// (served and refused) over its length, times svc, are the demand
+// (Little's law). A cut drains within its window (requests of a few tens
+// of milliseconds): no window holds more than the limit.
+type callers struct{ server }
 
 func (v *callers) window(limit int) Sample {
-	held := min(limit, v.demand)
-	rtt := v.rtt
-	if v.cores > 0 && held > v.cores {
-		rtt = time.Duration(float64(v.rtt) * float64(held) / float64(v.cores))
-	}
-	per := win100.Seconds() / rtt.Seconds() // completions per window per request in flight
-	n := int(math.Round(float64(held) * per))
-	rej := int(math.Round(float64(v.demand-held) * win100.Seconds() / v.rtt.Seconds()))
-	return Sample{Window: win100, Limit: limit, Count: n, Rejected: rej, RTT: rtt, AvgRTT: rtt, MinRTT: rtt, MaxRTT: rtt, MaxInFlight: held}
+	s := v.server.window(limit)
+	s.MaxInFlight = int(min(float64(limit), v.demand))
+	s.Rejected = int(math.Round(max(0, v.demand-float64(limit)) * win100.Seconds() / v.svc.Seconds()))
+	return s
 }
 
 // A cold start whose window holds several round trips (20 ms in 100 ms)
@@ -261,7 +253,7 @@ func TestStartupStepsToTheDemand(t *testing.T) {
 	alg := &prober{initial: 20, propose: 20}
 	l := newProbed(t, alg)
 	var now int64
-	v := &callers{rtt: 20 * ms, demand: 300}
+	v := &callers{server{cores: 1000, svc: 20 * ms, demand: 300}}
 	var got []int
 	refused := 0
 	for i, s := range drive(l, v, &now, 4) {
@@ -292,7 +284,7 @@ func TestStartupStepFallsBackToDoubling(t *testing.T) {
 	alg := &prober{initial: 20, propose: 20}
 	l := newProbed(t, alg)
 	var now int64
-	v := &callers{rtt: 20 * ms, demand: 300, cores: 40}
+	v := &callers{server{cores: 40, svc: 20 * ms, demand: 300}}
 	if got, want := run(l, v, &now, 5), []int{20, 300, 40, 80, 41}; !slices.Equal(got, want) {
 		t.Fatalf("limits %v, want %v", got, want)
 	}
