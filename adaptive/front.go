@@ -228,7 +228,8 @@ func (s *SchedulerLatency) exceeds(q float64, threshold time.Duration) bool {
 // under a quarter of it while the process keeps less than frontBusy of its
 // processors busy), arrivals are also refused while the queue has
 // not drained (no reading under frontMin goroutines per processor) for
-// frontDrain. A processor polls the network only when it runs out of
+// frontDrain; a spell of more than frontDrain without a reading is a spell
+// without arrivals, and counts as drained. A processor polls the network only when it runs out of
 // goroutines, else sysmon does, about every 10 ms; a queue that never
 // drains keeps requests waiting unseen in their sockets (see frontDrain).
 // Its refusals are what drain the queue, so before each one it reads the
@@ -393,13 +394,21 @@ func (f *front) read(now int64, force bool) {
 	if now < f.due.Load() && !force {
 		return
 	}
+	prev := f.due.Load() - int64(frontInterval) // the previous reading
 	f.due.Store(now + int64(frontInterval))
 	q := int64(f.sig.Queue())
 	f.queue.Store(q)
 	if q > f.peak.Load() {
 		f.peak.Store(q)
 	}
-	if q < f.drainedAt {
+	if q < f.drainedAt || now-prev > int64(frontDrain) {
+		// A reading comes with every arrival that finds one due, so a gap
+		// of more than frontDrain between two is a spell without
+		// arrivals: the processors ran out of arrivals' work in it, and
+		// polled the network. Counting the gap as undrained refused the
+		// first request after an overload on the goroutines its own new
+		// connection had just made runnable (gRPC's tap handle reads the
+		// queue while they are).
 		f.drained.Store(now)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/metrics"
 )
 
 // fakeFront is a FrontSignal the test sets.
@@ -183,6 +184,63 @@ func TestFrontRefusalIsAnOverloadError(t *testing.T) {
 		t.Fatal("refused after the queue emptied")
 	}
 	tok.Success()
+}
+
+// TestPassFrontIsTheFrontCheckAlone: PassFront refuses what Acquire would
+// refuse with ErrFrontQueue, counts the refusal as the window's front
+// refusal and reports it to the observer, takes no token, and passes
+// everything on a gate without a front signal.
+func TestPassFrontIsTheFrontCheckAlone(t *testing.T) {
+	f := &fakeFront{}
+	c := clock.NewManual(time.Unix(0, 0))
+	var rec recorder
+	rf := &fixedRecorder{limit: 1}
+	g, err := New(rf, WithClock(c), WithFrontSignal(f), WithObserver(&rec), WithMinSamples(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.PassFront() || g.InFlight() != 0 {
+		t.Fatalf("an empty front queue: PassFront false or a token taken (in flight %d)", g.InFlight())
+	}
+	f.queue.Store(int64(g.FrontLimit()))
+	c.Advance(frontInterval)
+	for range 3 {
+		if g.PassFront() {
+			t.Fatal("PassFront true with the queue at the front limit")
+		}
+	}
+	if _, err := g.Acquire(context.Background()); !errors.Is(err, ErrFrontQueue) {
+		t.Fatalf("Acquire after PassFront refused: %v, want ErrFrontQueue", err)
+	}
+	if len(rec.decisions) != 4 || rec.decisions[0] != metrics.Rejected || rec.decisions[3] != metrics.Rejected {
+		t.Fatalf("observed %v, want four refusals", rec.decisions)
+	}
+	f.queue.Store(0)
+	c.Advance(frontInterval)
+	if !g.PassFront() {
+		t.Fatal("PassFront false after the queue emptied")
+	}
+	tok, ok := g.TryAcquire()
+	if !ok {
+		t.Fatal("TryAcquire refused after PassFront let the arrival through")
+	}
+	c.Advance(DefaultMinWindow)
+	tok.Success()
+	if len(rf.samples) != 1 || rf.samples[0].FrontRefused != 4 || rf.samples[0].Count != 1 {
+		t.Fatalf("window samples %+v, want one with 4 front refusals and 1 served", rf.samples)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { g.PassFront() }); allocs != 0 {
+		t.Fatalf("PassFront: %v allocations, want 0", allocs)
+	}
+	none, err := New(Fixed(1), WithClock(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _ = none.TryAcquire()
+	defer tok.Ignore()
+	if !none.PassFront() {
+		t.Fatal("PassFront false on a gate without a front signal (and full)")
+	}
 }
 
 func TestFrontSignalDefault(t *testing.T) {
@@ -360,6 +418,45 @@ func (f *busyFront) Busy() (float64, bool) { return f.busy, true }
 // it on fall while it works: it stays on while the process keeps frontBusy
 // of its processors busy, and goes off when the waits are short and the
 // CPU has room.
+// TestFrontDrainRuleCountsAnIdleSpellAsDrained: the first arrival after a
+// spell without arrivals longer than frontDrain is not refused by the
+// drain rule for an undrained queue (the goroutines its own connection
+// made runnable), though the rule is on and the last reading before the
+// spell was undrained; arrivals that keep finding it undrained are refused
+// again after frontDrain.
+func TestFrontDrainRuleCountsAnIdleSpellAsDrained(t *testing.T) {
+	f := &fakeFront{}
+	g, c := newFrontGate(t, f)
+	f.delay, f.n = 2*frontMinTarget, 100
+	g.front.take(&Sample{Count: 10, AvgRTT: time.Millisecond}, 0)
+	if !g.front.waiting.Load() {
+		t.Fatal("the drain rule is not on")
+	}
+	f.n = 0 // no more waits observed: the rule stays on, the front limit where it is
+	drainedAt := int64(frontMin * runtime.GOMAXPROCS(0))
+	f.queue.Store(drainedAt)
+	for range 2 * int(frontDrain/frontInterval) {
+		tryFront(g, c)
+	}
+	if tryFront(g, c) {
+		t.Fatal("admitted after an undrained queue for twice frontDrain")
+	}
+	c.Advance(200 * time.Millisecond) // the overload ends; nothing arrives
+	var admitted int
+	within := int(frontDrain/frontInterval) + 1 // the first arrival's reading, then one every frontInterval
+	for range within {
+		if tryFront(g, c) {
+			admitted++
+		}
+	}
+	if admitted != within {
+		t.Fatalf("admitted %d of the %d arrivals within frontDrain of an idle spell", admitted, within)
+	}
+	if tryFront(g, c) {
+		t.Fatal("admitted after the queue stayed undrained for longer than frontDrain after the spell")
+	}
+}
+
 func TestFrontDrainRuleStaysOnWhileTheProcessIsBusy(t *testing.T) {
 	f := &busyFront{busy: 1}
 	g, _ := newFrontGate(t, f)

@@ -327,6 +327,24 @@ func (l *Limiter) tryAcquire(part int32) (Token, bool) {
 	return tok, ok
 }
 
+// PassFront reports whether an arrival may pass the front limit now
+// (WithFrontSignal): false means TryAcquire and Acquire would refuse it with
+// ErrFrontQueue before they look at the gate. It takes no token, so an
+// arrival it lets pass must still call TryAcquire or Acquire, which check the
+// front limit again; a refusal is counted and reported to the observer as
+// theirs would be. A transport that can refuse before it spends anything on
+// a request calls it there: gRPC's tap handle runs before the RPC has a
+// goroutine or a decoded message (interceptors.GateInterceptors's Tap), and
+// under CPU overload the front limit refuses most of the arrivals it sees. It
+// is true when the gate has no front signal, and allocates nothing.
+func (l *Limiter) PassFront() bool {
+	ok, _ := l.passFront()
+	if !ok && l.obs != nil {
+		l.obs.GateDecision(metrics.Rejected, l.partitionName(0), 0)
+	}
+	return ok
+}
+
 // passFront applies the front limit (WithFrontSignal), if any, and returns
 // the time it read, or −1 when it read none.
 func (l *Limiter) passFront() (bool, int64) {

@@ -66,6 +66,7 @@
 //	sh, err := interceptors.ShedInterceptors(shedder)
 //	if err != nil { ... }
 //	srv := grpc.NewServer(
+//		grpc.InTapHandle(sh.Tap), // under CPU overload, refuses before the RPC costs anything
 //		grpc.ChainUnaryInterceptor(limit.Unary, sh.Unary), // rate limits outside the gate
 //		grpc.ChainStreamInterceptor(limit.Stream, sh.Stream),
 //	)

@@ -63,6 +63,7 @@ func Example() {
 		panic(err)
 	}
 	srv := grpc.NewServer(
+		grpc.InTapHandle(sh.Tap), // under CPU overload, refuses before the RPC costs anything
 		grpc.ChainUnaryInterceptor(limit.Unary, sh.Unary),
 		grpc.ChainStreamInterceptor(limit.Stream, sh.Stream),
 	)
@@ -309,6 +310,7 @@ func ExampleRateLimitInterceptors() {
 		panic(err)
 	}
 	s := grpc.NewServer(
+		grpc.InTapHandle(g.Tap),
 		grpc.ChainUnaryInterceptor(rl.Unary, g.Unary),
 		grpc.ChainStreamInterceptor(rl.Stream, g.Stream),
 	)

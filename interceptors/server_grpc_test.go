@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/clock"
@@ -60,11 +61,27 @@ func srvStartGRPC(t *testing.T, h *srvHealth, ics ...GRPCInterceptors) grpc_heal
 	}
 	var us []grpc.UnaryServerInterceptor
 	var ss []grpc.StreamServerInterceptor
+	var taps []tap.ServerInHandle
 	for _, ic := range ics {
 		us = append(us, ic.Unary)
 		ss = append(ss, ic.Stream)
+		if ic.Tap != nil {
+			taps = append(taps, ic.Tap)
+		}
 	}
-	s := grpc.NewServer(grpc.ChainUnaryInterceptor(us...), grpc.ChainStreamInterceptor(ss...))
+	opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(us...), grpc.ChainStreamInterceptor(ss...)}
+	if len(taps) > 0 { // a server takes one tap handle: run the guards' in order
+		opts = append(opts, grpc.InTapHandle(func(ctx context.Context, info *tap.Info) (context.Context, error) {
+			for _, h := range taps {
+				var err error
+				if ctx, err = h(ctx, info); err != nil {
+					return ctx, err
+				}
+			}
+			return ctx, nil
+		}))
+	}
+	s := grpc.NewServer(opts...)
 	grpc_health_v1.RegisterHealthServer(s, h)
 	served := make(chan struct{})
 	go func() {
@@ -607,5 +624,84 @@ func TestGRPCStorePolicies(t *testing.T) {
 				t.Errorf("trailer %q", got)
 			}
 		}
+	}
+}
+
+// srvFront is a front signal whose queue the test sets.
+type srvFront struct{ queue atomic.Int64 }
+
+func (f *srvFront) Queue() int                  { return int(f.queue.Load()) }
+func (f *srvFront) Delay() (time.Duration, int) { return 0, 0 }
+
+// TestGRPCTapRefusesBeforeTheRPC: the gate's and the shedder's tap handles
+// refuse what the gate's front limit refuses before any interceptor or
+// handler runs, with UNAVAILABLE and a RetryInfo detail, and let everything
+// through once the front queue is short.
+func TestGRPCTapRefusesBeforeTheRPC(t *testing.T) {
+	for _, name := range []string{"gate", "shed"} {
+		t.Run(name, func(t *testing.T) {
+			clk := clock.NewManual(srvT0)
+			front := &srvFront{}
+			gate, err := adaptive.New(adaptive.Fixed(10), adaptive.WithClock(clk), adaptive.WithFrontSignal(front))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ic GRPCInterceptors
+			if name == "gate" {
+				ic, err = GateInterceptors(gate)
+			} else {
+				var s *shed.Shedder
+				if s, err = shed.New(gate, shed.WithClock(clk)); err == nil {
+					ic, err = ShedInterceptors(s)
+				}
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ic.Tap == nil {
+				t.Fatal("no tap handle")
+			}
+			var reached atomic.Int64 // RPCs that reached the interceptors
+			outer := GRPCInterceptors{
+				Unary: func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+					reached.Add(1)
+					return h(ctx, req)
+				},
+				Stream: func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+					reached.Add(1)
+					return h(srv, ss)
+				},
+			}
+			c := srvStartGRPC(t, &srvHealth{}, outer, ic)
+			front.queue.Store(int64(gate.FrontLimit()))
+			clk.Advance(time.Millisecond) // the front reads the queue afresh
+			for range 3 {
+				_, err := c.Check(srvCtx(t), &grpc_health_v1.HealthCheckRequest{})
+				if got := status.Code(err); got != codes.Unavailable {
+					t.Fatalf("front queue full: code %v (%v), want Unavailable", got, err)
+				}
+				if d := srvRetryInfo(t, err); d <= 0 {
+					t.Fatalf("RetryInfo %v, want positive", d)
+				}
+			}
+			st, err := c.Watch(srvCtx(t), &grpc_health_v1.HealthCheckRequest{})
+			if err == nil {
+				_, err = st.Recv()
+			}
+			if got := status.Code(err); got != codes.Unavailable {
+				t.Fatalf("stream with the front queue full: code %v, want Unavailable", got)
+			}
+			if n := reached.Load(); n != 0 || gate.InFlight() != 0 {
+				t.Fatalf("%d refused RPCs reached the interceptors, %d in flight", n, gate.InFlight())
+			}
+			front.queue.Store(0)
+			clk.Advance(time.Millisecond)
+			if _, err := c.Check(srvCtx(t), &grpc_health_v1.HealthCheckRequest{}); err != nil {
+				t.Fatalf("front queue empty: %v", err)
+			}
+			if reached.Load() != 1 {
+				t.Fatalf("%d RPCs reached the interceptors, want 1", reached.Load())
+			}
+		})
 	}
 }

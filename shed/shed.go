@@ -295,22 +295,7 @@ func Levels() int { return levels }
 // treated as Sheddable.
 func (s *Shedder) TryAcquire(p Priority, user uint64) (adaptive.Token, Decision) {
 	p = min(p, Priorities-1)
-	now := int64(s.since.Since(s.epoch))
-	if now >= s.nextAt.Load() {
-		s.update(now)
-	}
-	lvl := s.level(p, user, now)
-	s.arrived[lvl].Add(1)
-	if int64(lvl) >= s.cutoff.Load() {
-		s.refusedCritical(p)
-		return s.refuse(p, shedByPriority)
-	}
-	if s.reserve > 0 {
-		if bit := uint32(1) << p; s.seen.Load()&bit == 0 {
-			s.seen.Or(bit)
-		}
-	}
-	if s.reserve > 0 && p >= Critical && s.reserved(p) {
+	if s.screen(p, user) {
 		s.refusedCritical(p)
 		return s.refuse(p, shedByPriority)
 	}
@@ -331,6 +316,55 @@ func (s *Shedder) TryAcquire(p Priority, user uint64) (adaptive.Token, Decision)
 		s.obs.ShedDecision(metrics.ShedAdmitted, priorityNames[p])
 	}
 	return tok, Decision{Admitted: true}
+}
+
+// PassFront reports whether a request of priority p from user may go on to
+// TryAcquire or Acquire: false when the gate's front limit refuses it now
+// (adaptive.Limiter.PassFront), and the decision TryAcquire would then have
+// made (shed by its level, or the gate full). It takes no token and counts
+// nothing for a request it lets pass, so that request must still call
+// TryAcquire or Acquire; a refusal is counted and reported as TryAcquire's.
+// A transport that can refuse before it spends anything on a request calls
+// it there (interceptors.ShedInterceptors's Tap: gRPC's tap handle). It
+// allocates nothing.
+func (s *Shedder) PassFront(p Priority, user uint64) (Decision, bool) {
+	if s.gate.PassFront() {
+		return Decision{}, true
+	}
+	p = min(p, Priorities-1)
+	shed := s.screen(p, user)
+	r := shedByPriority
+	if !shed {
+		s.tried.Add(1)
+		s.refused.Add(1)
+		r = gateFull
+	}
+	s.refusedCritical(p)
+	_, d := s.refuse(p, r)
+	return d, false
+}
+
+// screen counts the arrival of a request of priority p (at most Sheddable)
+// from user and reports whether the shedder sheds it before the gate: its
+// level is at or above the cutoff, or the reserve keeps the room it asks
+// for for more critical work. It runs the control loop when an interval is
+// due.
+func (s *Shedder) screen(p Priority, user uint64) (shed bool) {
+	now := int64(s.since.Since(s.epoch))
+	if now >= s.nextAt.Load() {
+		s.update(now)
+	}
+	lvl := s.level(p, user, now)
+	s.arrived[lvl].Add(1)
+	if int64(lvl) >= s.cutoff.Load() {
+		return true
+	}
+	if s.reserve > 0 {
+		if bit := uint32(1) << p; s.seen.Load()&bit == 0 {
+			s.seen.Or(bit)
+		}
+	}
+	return s.reserve > 0 && p >= Critical && s.reserved(p)
 }
 
 // reserved reports whether the reserve refuses a request of priority p

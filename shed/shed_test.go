@@ -509,3 +509,99 @@ func TestIdleRelaxes(t *testing.T) {
 		t.Fatalf("cutoff %d after %v idle, want %d (nothing shed)", s.Cutoff(), s.retryAfter(), Levels())
 	}
 }
+
+// fullFront is a front signal whose queue the test sets.
+type fullFront struct{ queue int }
+
+func (f *fullFront) Queue() int                  { return f.queue }
+func (f *fullFront) Delay() (time.Duration, int) { return 0, 0 }
+
+// TestPassFrontDecidesAsTryAcquire: a caller that asks PassFront first and
+// calls TryAcquire only when it passes sees the same decisions, and leaves
+// the shedder in the same state (cutoff, observed decisions), as one that
+// calls TryAcquire alone, while the gate's front limit refuses half the
+// time; and PassFront counts nothing for what it lets pass.
+func TestPassFrontDecidesAsTryAcquire(t *testing.T) {
+	type side struct {
+		s     *Shedder
+		c     *clock.Manual
+		front *fullFront
+		obs   *tally
+	}
+	mk := func() side {
+		c := clock.NewManual(t0)
+		f := &fullFront{}
+		g, err := adaptive.New(adaptive.Fixed(40), adaptive.WithClock(c), adaptive.WithFrontSignal(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		obs := newTally()
+		s, err := New(g, WithClock(c), WithCohortRotation(0), WithReserve(0.2), WithObserver(obs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return side{s, c, f, obs}
+	}
+	plain, tapped := mk(), mk()
+	refusedByFront := 0
+	for k := range 30 {
+		var toks [2][]adaptive.Token
+		for i := range 400 {
+			if i%8 == 0 { // the queue is read at most every 250 µs
+				for _, sd := range []side{plain, tapped} {
+					sd.front.queue = 0
+					if (i/8+k)%2 == 0 {
+						sd.front.queue = 1 << 20
+					}
+					sd.c.Advance(250 * time.Microsecond)
+				}
+			}
+			p, user := Priority(i%int(Priorities)), uint64(i/int(Priorities)%64)
+			tok, d1 := plain.s.TryAcquire(p, user)
+			if d1.Admitted {
+				toks[0] = append(toks[0], tok)
+			}
+			d2, ok := tapped.s.PassFront(p, user)
+			if ok {
+				if d2 != (Decision{}) {
+					t.Fatalf("PassFront passed with a decision %+v", d2)
+				}
+				tok, d2 = tapped.s.TryAcquire(p, user)
+				if d2.Admitted {
+					toks[1] = append(toks[1], tok)
+				}
+			} else {
+				refusedByFront++
+			}
+			if d1 != d2 {
+				t.Fatalf("interval %d, request %d: TryAcquire %+v, PassFront then TryAcquire %+v", k, i, d1, d2)
+			}
+		}
+		for j, sd := range []side{plain, tapped} {
+			sd.c.Advance(50 * time.Millisecond)
+			for _, tok := range toks[j] {
+				tok.Success()
+			}
+		}
+		if plain.s.Cutoff() != tapped.s.Cutoff() {
+			t.Fatalf("interval %d: cutoff %d, with PassFront %d", k, plain.s.Cutoff(), tapped.s.Cutoff())
+		}
+	}
+	for name, n := range plain.obs.n {
+		if *n != *tapped.obs.n[name] {
+			t.Fatalf("%s: observed %v, with PassFront %v", name, *n, *tapped.obs.n[name])
+		}
+	}
+	if refusedByFront == 0 || plain.s.Cutoff() == Levels() {
+		t.Fatalf("PassFront refused %d, cutoff %d: the test did not exercise the front or the cutoff", refusedByFront, plain.s.Cutoff())
+	}
+	s, _, _ := newShedder(t, 1) // a gate without a front signal passes everything, full or not
+	tok, _ := s.TryAcquire(Critical, 1)
+	defer tok.Success()
+	if _, ok := s.PassFront(Sheddable, 1); !ok {
+		t.Fatal("PassFront refused on a gate without a front signal")
+	}
+	if allocs := testing.AllocsPerRun(100, func() { tapped.s.PassFront(Sheddable, 3) }); allocs != 0 {
+		t.Fatalf("PassFront: %v allocations, want 0", allocs)
+	}
+}

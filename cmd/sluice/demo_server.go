@@ -20,6 +20,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/gradient"
@@ -242,15 +243,16 @@ func (g *demoGuards) httpMiddleware() (func(http.Handler) http.Handler, error) {
 	return func(h http.Handler) http.Handler { return limit(shedMW(h)) }, nil
 }
 
-// grpcInterceptors returns the gRPC guards in the same order.
-func (g *demoGuards) grpcInterceptors() ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor, error) {
+// grpcInterceptors returns the gRPC guards in the same order, and the
+// shedder's tap handle.
+func (g *demoGuards) grpcInterceptors() ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor, tap.ServerInHandle, error) {
 	key, err := interceptors.MetadataAPIKey(demoAPIKeyHeader)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	limit, err := interceptors.RateLimitInterceptors([]interceptors.GRPCQuota{{Name: "per-key", Limiter: g.perKey, Key: key}})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	sh, err := interceptors.ShedInterceptors(g.shedder, interceptors.WithGRPCUser(func(ctx context.Context, _ string) uint64 {
 		var id string
@@ -260,10 +262,10 @@ func (g *demoGuards) grpcInterceptors() ([]grpc.UnaryServerInterceptor, []grpc.S
 		return shed.UserHash(id)
 	}))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	return []grpc.UnaryServerInterceptor{limit.Unary, sh.Unary},
-		[]grpc.StreamServerInterceptor{limit.Stream, sh.Stream}, nil
+		[]grpc.StreamServerInterceptor{limit.Stream, sh.Stream}, sh.Tap, nil
 }
 
 // demoService is one copy of the service: an HTTP server and a gRPC server
@@ -303,6 +305,7 @@ func newDemoService(name string, cfg *demoConfig, guards *demoGuards, httpAddr, 
 	var handler http.Handler = work
 	unary := []grpc.UnaryServerInterceptor{workRPC}
 	var stream []grpc.StreamServerInterceptor
+	var tapHandle tap.ServerInHandle
 	mux := http.NewServeMux()
 	if guards != nil {
 		mw, err := guards.httpMiddleware()
@@ -310,11 +313,11 @@ func newDemoService(name string, cfg *demoConfig, guards *demoGuards, httpAddr, 
 			return nil, err
 		}
 		handler = mw(work)
-		u, s, err := guards.grpcInterceptors()
+		u, s, t, err := guards.grpcInterceptors()
 		if err != nil {
 			return nil, err
 		}
-		unary, stream = append(u, workRPC), s
+		unary, stream, tapHandle = append(u, workRPC), s, t
 		mux.Handle("GET /metrics", promhttp.HandlerFor(guards.reg, promhttp.HandlerOpts{}))
 	}
 	mux.Handle("/", handler)
@@ -331,6 +334,9 @@ func newDemoService(name string, cfg *demoConfig, guards *demoGuards, httpAddr, 
 	opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(unary...)}
 	if len(stream) > 0 {
 		opts = append(opts, grpc.ChainStreamInterceptor(stream...))
+	}
+	if tapHandle != nil {
+		opts = append(opts, grpc.InTapHandle(tapHandle))
 	}
 	svc.grpcSrv = grpc.NewServer(opts...)
 	healthpb.RegisterHealthServer(svc.grpcSrv, health.NewServer())

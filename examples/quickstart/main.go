@@ -47,6 +47,7 @@ func main() {
 	sh, err := interceptors.ShedInterceptors(shedder)
 	check(err)
 	srv := grpc.NewServer(
+		grpc.InTapHandle(sh.Tap), // under CPU overload, refuses before the RPC costs anything
 		grpc.ChainUnaryInterceptor(limit.Unary, sh.Unary),
 		grpc.ChainStreamInterceptor(limit.Stream, sh.Stream))
 	lis, err := net.Listen("tcp", "localhost:50051")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"time"
 
@@ -28,8 +29,9 @@ type contender struct {
 	extra bool
 	// http returns the middleware; nil means the bare handler.
 	http func() (func(http.Handler) http.Handler, error)
-	// grpc returns the unary interceptor; nil means none.
-	grpc func() (grpc.UnaryServerInterceptor, error)
+	// grpc returns the interceptors (the unary one and the tap handle are
+	// installed); nil means none.
+	grpc func() (interceptors.GRPCInterceptors, error)
 }
 
 // contenders is the list the benchmark knows, in report order. A new
@@ -42,6 +44,8 @@ var contenders = []contender{
 	{name: "failsafe", about: "failsafe-go adaptivelimiter.NewBuilder[any]().Build() (defaults), TryAcquirePermit or 503 / UNAVAILABLE, Record after the handler", http: failsafeHTTP(defaultFailsafe), grpc: failsafeGRPC(defaultFailsafe)},
 	{name: "shed-sched", about: "as shed, plus shed.WithSaturation(shed.SchedulerLatency(0.99, 5ms)) (shed's example)", http: shedHTTP(schedShedder), grpc: shedGRPC(schedShedder)},
 	{name: "gradient-nofront", extra: true, about: "as gradient, with the front limit off (adaptive.WithFrontSignal(nil)): what the gate's own limit refuses", http: gateHTTP(gradientNoFront), grpc: gateGRPC(gradientNoFront)},
+	{name: "gradient-notap", extra: true, about: "as gradient, without GateInterceptors's tap handle (gRPC; HTTP as gradient): the front limit's refusals made by the interceptor", http: gateHTTP(gradientGate), grpc: noTap(gateGRPC(gradientGate))},
+	{name: "shed-notap", extra: true, about: "as shed, without ShedInterceptors's tap handle (gRPC; HTTP as shed)", http: shedHTTP(readmeShedder), grpc: noTap(shedGRPC(readmeShedder))},
 	{name: "shed-maxrtt", extra: true, about: "as shed, over a gate with an absolute RTT bound: adaptive.New(gradient.New(gradient.WithMaxRTT(5ms))) (the quick start before it became gradient.New())", http: shedHTTP(maxRTTShedder), grpc: shedGRPC(maxRTTShedder)},
 }
 
@@ -52,12 +56,13 @@ type refusalPath struct {
 	name  string
 	about string
 	http  func() (func(http.Handler) http.Handler, error)
-	grpc  func() (grpc.UnaryServerInterceptor, error)
+	grpc  func() (interceptors.GRPCInterceptors, error)
 }
 
 var refusalPaths = []refusalPath{
 	{name: "gate", about: "GateMiddleware / GateInterceptors over a gate held full (adaptive.Fixed(1), its one token never released)", http: gateHTTP(fullGate), grpc: gateGRPC(fullGate)},
 	{name: "shed", about: "ShedMiddleware / ShedInterceptors with shed.WithReserve(0.2) over a gate held full", http: shedHTTP(fullShedder), grpc: shedGRPC(fullShedder)},
+	{name: "front", about: "GateMiddleware / GateInterceptors (its tap handle on gRPC) over a gate whose front limit refuses everything (a front signal that always reads a full queue)", http: gateHTTP(fullFrontGate), grpc: gateGRPC(fullFrontGate)},
 	{name: "failsafe", about: "the failsafe wrapper over an adaptivelimiter pinned at 1 (WithLimits(1, 1, 1)), its one permit held", http: failsafeHTTP(fullFailsafe), grpc: failsafeGRPC(fullFailsafe)},
 }
 
@@ -99,6 +104,17 @@ func fullGate() (*adaptive.Limiter, error) {
 		return nil, fmt.Errorf("a fresh gate of limit 1 refused its first token")
 	}
 	return gate, nil
+}
+
+// fullFront is a front signal that always reads a full queue.
+type fullFront struct{}
+
+func (fullFront) Queue() int                  { return math.MaxInt32 }
+func (fullFront) Delay() (time.Duration, int) { return 0, 0 }
+
+// fullFrontGate returns a gate whose front limit refuses every request.
+func fullFrontGate() (*adaptive.Limiter, error) {
+	return adaptive.New(adaptive.Fixed(1000), adaptive.WithFrontSignal(fullFront{}))
 }
 
 // fullShedder is a shedder over fullGate.
@@ -166,14 +182,22 @@ func gateHTTP(newGate func() (*adaptive.Limiter, error)) func() (func(http.Handl
 	}
 }
 
-func gateGRPC(newGate func() (*adaptive.Limiter, error)) func() (grpc.UnaryServerInterceptor, error) {
-	return func() (grpc.UnaryServerInterceptor, error) {
+func gateGRPC(newGate func() (*adaptive.Limiter, error)) func() (interceptors.GRPCInterceptors, error) {
+	return func() (interceptors.GRPCInterceptors, error) {
 		gate, err := newGate()
 		if err != nil {
-			return nil, err
+			return interceptors.GRPCInterceptors{}, err
 		}
-		ic, err := interceptors.GateInterceptors(gate)
-		return ic.Unary, err
+		return interceptors.GateInterceptors(gate)
+	}
+}
+
+// noTap is newGuard without its tap handle.
+func noTap(newGuard func() (interceptors.GRPCInterceptors, error)) func() (interceptors.GRPCInterceptors, error) {
+	return func() (interceptors.GRPCInterceptors, error) {
+		ic, err := newGuard()
+		ic.Tap = nil
+		return ic, err
 	}
 }
 
@@ -187,14 +211,13 @@ func shedHTTP(newShedder func() (*shed.Shedder, error)) func() (func(http.Handle
 	}
 }
 
-func shedGRPC(newShedder func() (*shed.Shedder, error)) func() (grpc.UnaryServerInterceptor, error) {
-	return func() (grpc.UnaryServerInterceptor, error) {
+func shedGRPC(newShedder func() (*shed.Shedder, error)) func() (interceptors.GRPCInterceptors, error) {
+	return func() (interceptors.GRPCInterceptors, error) {
 		s, err := newShedder()
 		if err != nil {
-			return nil, err
+			return interceptors.GRPCInterceptors{}, err
 		}
-		ic, err := interceptors.ShedInterceptors(s)
-		return ic.Unary, err
+		return interceptors.ShedInterceptors(s)
 	}
 }
 
@@ -222,19 +245,19 @@ func failsafeHTTP(newLim func() (adaptivelimiter.AdaptiveLimiter[any], error)) f
 }
 
 // failsafeGRPC is failsafeHTTP for gRPC: UNAVAILABLE when refused.
-func failsafeGRPC(newLim func() (adaptivelimiter.AdaptiveLimiter[any], error)) func() (grpc.UnaryServerInterceptor, error) {
-	return func() (grpc.UnaryServerInterceptor, error) {
+func failsafeGRPC(newLim func() (adaptivelimiter.AdaptiveLimiter[any], error)) func() (interceptors.GRPCInterceptors, error) {
+	return func() (interceptors.GRPCInterceptors, error) {
 		lim, err := newLim()
 		if err != nil {
-			return nil, err
+			return interceptors.GRPCInterceptors{}, err
 		}
-		return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		return interceptors.GRPCInterceptors{Unary: func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 			permit, ok := lim.TryAcquirePermit()
 			if !ok {
 				return nil, status.Error(codes.Unavailable, "over the adaptive limit")
 			}
 			defer permit.Record()
 			return handler(ctx, req)
-		}, nil
+		}}, nil
 	}
 }

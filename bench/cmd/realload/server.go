@@ -15,8 +15,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluicehq/sluice/interceptors"
 )
 
 // serverEnv names the environment variable that turns this binary into a
@@ -157,14 +160,25 @@ func serve(cfg serverConfig, stdin io.Reader, out io.Writer) error {
 			return handler(ctx, req)
 		}
 		chain := []grpc.UnaryServerInterceptor{count}
+		var opts []grpc.ServerOption
 		if guardGRPC != nil {
 			ic, err := guardGRPC()
 			if err != nil {
 				return err
 			}
-			chain = append(chain, ic)
+			chain = append(chain, ic.Unary)
+			if ic.Tap != nil {
+				// The tap refuses before count sees the RPC: count it.
+				opts = append(opts, grpc.InTapHandle(func(ctx context.Context, info *tap.Info) (context.Context, error) {
+					ctx, err := ic.Tap(ctx, info)
+					if err != nil {
+						n.done.Add(1)
+					}
+					return ctx, err
+				}))
+			}
 		}
-		srv := grpc.NewServer(grpc.ChainUnaryInterceptor(chain...))
+		srv := grpc.NewServer(append(opts, grpc.ChainUnaryInterceptor(chain...))...)
 		srv.RegisterService(&workServiceDesc, workFunc(work))
 		go func() { _ = srv.Serve(ln) }()
 		stop = srv.Stop
@@ -196,7 +210,7 @@ func serve(cfg serverConfig, stdin io.Reader, out io.Writer) error {
 
 // guards returns the constructors of the guard cfg asks for: a refusal
 // path's, or else a contender's.
-func guards(cfg serverConfig) (func() (func(http.Handler) http.Handler, error), func() (grpc.UnaryServerInterceptor, error), error) {
+func guards(cfg serverConfig) (func() (func(http.Handler) http.Handler, error), func() (interceptors.GRPCInterceptors, error), error) {
 	if cfg.Refuse != "" {
 		r, err := findRefusalPath(cfg.Refuse)
 		return r.http, r.grpc, err

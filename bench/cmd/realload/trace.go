@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -39,13 +40,16 @@ func keepGate(gate *adaptive.Limiter, err error) (*adaptive.Limiter, error) {
 // reads right). One write per row, unbuffered: the harness kills the
 // server at the end of a run.
 func traceServer(w io.Writer, n *counters, stop <-chan struct{}) {
-	fmt.Fprintln(w, "t_ms\tcpu_pct\tserved\trefused\tinside\tlimit\tgate_inflight\tfront_limit\trunnable\tsched_wait_ms\tfloor_ms\tthroughput\tprobing")
+	fmt.Fprintln(w, "t_ms\tcpu_pct\tserved\trefused\tinside\tlimit\tgate_inflight\tfront_limit\trunnable\tsched_wait_ms\tidle_pct\tfloor_ms\tthroughput\tprobing")
 	sig := adaptive.NewSchedulerLatency()
 	procs := float64(runtime.GOMAXPROCS(0))
 	tick := time.NewTicker(traceEvery)
 	defer tick.Stop()
 	start := time.Now()
 	last := n.stats()
+	idle := []metrics.Sample{{Name: "/cpu/classes/idle:cpu-seconds"}, {Name: "/cpu/classes/total:cpu-seconds"}}
+	metrics.Read(idle)
+	lastIdle, lastTotal := idle[0].Value.Float64(), idle[1].Value.Float64()
 	for {
 		select {
 		case <-stop:
@@ -55,13 +59,19 @@ func traceServer(w io.Writer, n *counters, stop <-chan struct{}) {
 		s := n.stats()
 		wait, _ := sig.Delay()
 		busy, _ := sig.Busy()
+		metrics.Read(idle)
+		idlePct := 0.0
+		if dt := idle[1].Value.Float64() - lastTotal; dt > 0 {
+			idlePct = 100 * (idle[0].Value.Float64() - lastIdle) / dt
+		}
+		lastIdle, lastTotal = idle[0].Value.Float64(), idle[1].Value.Float64()
 		limit, inflight, front, floor, thr, probing := 0, 0, 0, time.Duration(0), 0.0, false
 		if g := tracedGate.Load(); g != nil {
 			limit, inflight, front, floor, thr, probing = g.Limit(), g.InFlight(), g.FrontLimit(), g.Floor(), g.Throughput(), g.Probing()
 		}
-		fmt.Fprintf(w, "%d\t%.0f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.3f\t%.3f\t%.0f\t%t\n",
+		fmt.Fprintf(w, "%d\t%.0f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.3f\t%.0f\t%.3f\t%.0f\t%t\n",
 			time.Since(start).Milliseconds(), 100*busy*procs, s.Served-last.Served, s.Refused-last.Refused, s.InFlight,
-			limit, inflight, front, sig.Queue(), ms64(wait), ms64(floor), thr, probing)
+			limit, inflight, front, sig.Queue(), ms64(wait), idlePct, ms64(floor), thr, probing)
 		last = s
 	}
 }
