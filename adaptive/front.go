@@ -308,8 +308,9 @@ const (
 	frontInitial = 4
 	frontMin     = 2
 	// frontDrain: the longest the queue may go without draining (a
-	// reading under frontMin per processor) before arrivals are refused
-	// until it does.
+	// reading under frontMin per processor, or a spell without readings
+	// while the gate holds no token) before arrivals are refused until it
+	// does.
 	// The runtime polls the network when a processor finds no goroutine
 	// to run, and otherwise only from sysmon, about every 10 ms: while
 	// the run queue never empties, a request's bytes wait in the socket

@@ -414,10 +414,6 @@ type busyFront struct {
 
 func (f *busyFront) Busy() (float64, bool) { return f.busy, true }
 
-// The drain rule keeps the run queue draining, so the waits that switched
-// it on fall while it works: it stays on while the process keeps frontBusy
-// of its processors busy, and goes off when the waits are short and the
-// CPU has room.
 // TestFrontDrainRuleCountsAnIdleSpellAsDrained: the first arrival after a
 // spell without arrivals longer than frontDrain, the gate holding no
 // token, is not refused by the drain rule for an undrained queue (the
@@ -473,6 +469,10 @@ func TestFrontDrainRuleCountsAnIdleSpellAsDrained(t *testing.T) {
 	held.Success()
 }
 
+// The drain rule keeps the run queue draining, so the waits that switched
+// it on fall while it works: it stays on while the process keeps frontBusy
+// of its processors busy, and goes off when the waits are short and the
+// CPU has room.
 func TestFrontDrainRuleStaysOnWhileTheProcessIsBusy(t *testing.T) {
 	f := &busyFront{busy: 1}
 	g, _ := newFrontGate(t, f)
