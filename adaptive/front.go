@@ -228,8 +228,8 @@ func (s *SchedulerLatency) exceeds(q float64, threshold time.Duration) bool {
 // under a quarter of it while the process keeps less than frontBusy of its
 // processors busy), arrivals are also refused while the queue has
 // not drained (no reading under frontMin goroutines per processor) for
-// frontDrain; a spell of more than frontDrain without a reading is a spell
-// without arrivals, and counts as drained. A processor polls the network only when it runs out of
+// frontDrain; a spell of more than frontDrain without a reading while the
+// gate holds no token is a spell without work, and counts as drained. A processor polls the network only when it runs out of
 // goroutines, else sysmon does, about every 10 ms; a queue that never
 // drains keeps requests waiting unseen in their sockets (see frontDrain).
 // Its refusals are what drain the queue, so before each one it reads the
@@ -308,8 +308,9 @@ const (
 	frontInitial = 4
 	frontMin     = 2
 	// frontDrain: the longest the queue may go without draining (a
-	// reading under frontMin per processor) before arrivals are refused
-	// until it does.
+	// reading under frontMin per processor, or a spell without readings
+	// while the gate holds no token) before arrivals are refused until it
+	// does.
 	// The runtime polls the network when a processor finds no goroutine
 	// to run, and otherwise only from sysmon, about every 10 ms: while
 	// the run queue never empties, a request's bytes wait in the socket
@@ -360,10 +361,11 @@ func newFront(sig FrontSignal) *front {
 
 // pass reports whether an arrival at time now may go on to the gate: not
 // while the queue is at the front limit, nor while it has not drained
-// (under frontMin goroutines per processor) for frontDrain.
-func (f *front) pass(now int64) bool {
+// (under frontMin goroutines per processor) for frontDrain. idle reports
+// whether the gate holds no token (see read).
+func (f *front) pass(now int64, idle bool) bool {
 	if now >= f.due.Load() {
-		f.read(now, false)
+		f.read(now, false, idle)
 	}
 	q := f.queue.Load()
 	if q >= f.limit.Load() {
@@ -375,7 +377,7 @@ func (f *front) pass(now int64) bool {
 		// old; the queue may have drained since, and the refusals it
 		// makes are what drains it: read afresh (a read is ~0.2 µs, a
 		// refusal tens of µs).
-		f.read(now, true)
+		f.read(now, true, idle)
 		if f.queue.Load() >= f.drainedAt {
 			f.refused.Add(1)
 			return false
@@ -385,8 +387,9 @@ func (f *front) pass(now int64) bool {
 }
 
 // read refreshes the queue reading when it is due (or now, if force); one
-// goroutine at a time, the others go on with the last one.
-func (f *front) read(now int64, force bool) {
+// goroutine at a time, the others go on with the last one. idle reports
+// whether the gate holds no token.
+func (f *front) read(now int64, force, idle bool) {
 	if f.busy.Load() || !f.busy.CompareAndSwap(false, true) {
 		return
 	}
@@ -401,14 +404,17 @@ func (f *front) read(now int64, force bool) {
 	if q > f.peak.Load() {
 		f.peak.Store(q)
 	}
-	if q < f.drainedAt || now-prev > int64(frontDrain) {
+	if q < f.drainedAt || idle && now-prev > int64(frontDrain) {
 		// A reading comes with every arrival that finds one due, so a gap
-		// of more than frontDrain between two is a spell without
-		// arrivals: the processors ran out of arrivals' work in it, and
-		// polled the network. Counting the gap as undrained refused the
-		// first request after an overload on the goroutines its own new
-		// connection had just made runnable (gRPC's tap handle reads the
-		// queue while they are).
+		// of more than frontDrain between two, while the gate holds no
+		// token, is a spell without arrivals or work: the processors ran
+		// out of goroutines in it, and polled the network. Counting it as
+		// undrained refused the first request after an overload on the
+		// goroutines its own new connection had just made runnable
+		// (gRPC's tap handle reads the queue while they are). With tokens
+		// held, a gap is no such evidence: the goroutines that read the
+		// queue may be the ones starved of a CPU, behind requests that
+		// each need more than a time slice.
 		f.drained.Store(now)
 	}
 }

@@ -414,16 +414,14 @@ type busyFront struct {
 
 func (f *busyFront) Busy() (float64, bool) { return f.busy, true }
 
-// The drain rule keeps the run queue draining, so the waits that switched
-// it on fall while it works: it stays on while the process keeps frontBusy
-// of its processors busy, and goes off when the waits are short and the
-// CPU has room.
 // TestFrontDrainRuleCountsAnIdleSpellAsDrained: the first arrival after a
-// spell without arrivals longer than frontDrain is not refused by the
-// drain rule for an undrained queue (the goroutines its own connection
-// made runnable), though the rule is on and the last reading before the
-// spell was undrained; arrivals that keep finding it undrained are refused
-// again after frontDrain.
+// spell without arrivals longer than frontDrain, the gate holding no
+// token, is not refused by the drain rule for an undrained queue (the
+// goroutines its own connection made runnable), though the rule is on and
+// the last reading before the spell was undrained; arrivals that keep
+// finding it undrained are refused again after frontDrain. A spell as
+// long while the gate holds tokens (the readers starved behind long
+// requests) is not taken for a drained queue.
 func TestFrontDrainRuleCountsAnIdleSpellAsDrained(t *testing.T) {
 	f := &fakeFront{}
 	g, c := newFrontGate(t, f)
@@ -455,8 +453,26 @@ func TestFrontDrainRuleCountsAnIdleSpellAsDrained(t *testing.T) {
 	if tryFront(g, c) {
 		t.Fatal("admitted after the queue stayed undrained for longer than frontDrain after the spell")
 	}
+	held, ok := g.TryAcquire() // refused: the drain rule
+	if ok {
+		t.Fatal("admitted with the drain rule refusing")
+	}
+	f.queue.Store(0)
+	if held, ok = g.TryAcquire(); !ok { // the fresh reading finds it drained
+		t.Fatal("refused with a drained queue")
+	}
+	f.queue.Store(drainedAt)
+	c.Advance(3 * frontDrain) // a request in flight, and no reading
+	if tryFront(g, c) {
+		t.Fatal("a spell without readings while the gate held a token was taken for a drained queue")
+	}
+	held.Success()
 }
 
+// The drain rule keeps the run queue draining, so the waits that switched
+// it on fall while it works: it stays on while the process keeps frontBusy
+// of its processors busy, and goes off when the waits are short and the
+// CPU has room.
 func TestFrontDrainRuleStaysOnWhileTheProcessIsBusy(t *testing.T) {
 	f := &busyFront{busy: 1}
 	g, _ := newFrontGate(t, f)
@@ -509,7 +525,7 @@ func TestFrontLimitGrowsNoFurtherThanTheQueue(t *testing.T) {
 		// target, callers refused, but the limit did not bind.
 		c.Advance(frontInterval)
 		f.queue.Store(1)
-		g.front.read(int64(c.Now().Sub(time.Unix(0, 0))), false)
+		g.front.read(int64(c.Now().Sub(time.Unix(0, 0))), false, true)
 		g.front.refused.Add(5)
 		g.front.take(&Sample{Count: 10, AvgRTT: time.Millisecond}, 0)
 	}

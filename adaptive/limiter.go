@@ -352,7 +352,7 @@ func (l *Limiter) passFront() (bool, int64) {
 		return true, -1
 	}
 	now := l.now()
-	return l.front.pass(now), now
+	return l.front.pass(now, l.InFlight() == 0), now
 }
 
 // tryGate admits the caller into partition part (0: none) if the gate has

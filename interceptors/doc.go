@@ -7,8 +7,10 @@
 //
 // Each guard is a pair of gRPC interceptors (RateLimitInterceptors,
 // GateInterceptors, ShedInterceptors return a GRPCInterceptors with Unary
-// and Stream) and an HTTP middleware, func(http.Handler) http.Handler
-// (RateLimitMiddleware, GateMiddleware, ShedMiddleware). Refusals carry the
+// and Stream; the gate's and the shedder's also a Tap, a tap handle that
+// refuses under CPU overload before an RPC costs anything) and an HTTP
+// middleware, func(http.Handler) http.Handler (RateLimitMiddleware,
+// GateMiddleware, ShedMiddleware). Refusals carry the
 // status clients expect: a quota refusal is RESOURCE_EXHAUSTED or 429;
 // shedding, a full gate, a failed rate-limit store (whether the limiter
 // returned no decision or the store's fail-closed policy refused) and a
@@ -16,7 +18,8 @@
 // refusal.
 // Every refusal for quota or overload carries a retry time that is never
 // earlier than the guard's own (rounded up, plus any WithRetryJitter): a google.rpc.RetryInfo detail
-// and the RetryPushbackTrailer trailer on gRPC, Retry-After and an RFC 9457
+// and the RetryPushbackTrailer trailer on gRPC (the detail alone from a
+// Tap, which cannot send trailers), Retry-After and an RFC 9457
 // problem+json body on HTTP. Every response of a rate-limited HTTP route
 // carries the IETF RateLimit-Policy field, and every decided one the
 // RateLimit field for the quotas whose decision read the key's state

@@ -45,19 +45,31 @@ type GRPCInterceptors struct {
 	// Stream guards streaming RPCs; a guard that holds a token holds it
 	// until the stream's handler returns.
 	Stream grpc.StreamServerInterceptor
-	// Tap, when not nil, refuses the RPCs the gate's front limit refuses
-	// (adaptive.WithFrontSignal) as soon as their headers are read, before
-	// the server starts a goroutine for them or reads their message: the
-	// interceptors would refuse them too, later and at more CPU, which is
-	// what the process is short of when the front limit refuses (gRPC on
-	// one core at 2x its capacity: 75–80% of it served within the SLO
-	// without the tap, 88–92% with it; bench/README.md). Its refusal is the
-	// interceptors' UNAVAILABLE with its RetryInfo detail, without the
-	// grpc-retry-pushback-ms trailer, which gRPC cannot send from a tap
-	// handle. It runs before every interceptor, so an RPC it refuses spends
-	// no rate-limit quota. nil for a guard with nothing to refuse that
-	// early (RateLimitInterceptors). Install it with grpc.InTapHandle: a
-	// server takes one tap handle.
+	// Tap, when not nil, refuses the RPCs the guard would refuse before
+	// taking a token — the gate's front limit (adaptive.WithFrontSignal)
+	// and, for the shedder, a level it sheds — as soon as their headers are
+	// read, before the server starts a goroutine for them or reads their
+	// message: the interceptors would refuse them too, later and at more
+	// CPU, which is what the process is short of when the front limit
+	// refuses (gRPC on one core at 2x its capacity, three interleaved runs:
+	// 75–82% of it served within the SLO without the tap, 85–95% with it;
+	// bench/README.md). It lets everything else through to the
+	// interceptors, which decide again, and an RPC whose deadline has
+	// already passed, which gRPC then ends with DEADLINE_EXCEEDED. Its
+	// refusal is the interceptors' UNAVAILABLE with its RetryInfo detail,
+	// without the grpc-retry-pushback-ms trailer, which gRPC cannot send
+	// from a tap handle.
+	//
+	// It runs for every RPC of the server, in the connection's reader
+	// goroutine while gRPC holds the transport's lock, before every
+	// interceptor: an RPC it refuses spends no rate-limit quota, is not
+	// seen by stats handlers, and is refused even for a method the
+	// interceptors are not installed on. The shedder's priority and user
+	// functions (WithGRPCPriority, WithGRPCUser) run there too, so they
+	// must be fast and must not block, and see the RPC's incoming metadata
+	// and peer but no value an interceptor would add. nil for a guard with
+	// nothing to refuse that early (RateLimitInterceptors). Install it with
+	// grpc.InTapHandle: a server takes one tap handle.
 	Tap tap.ServerInHandle
 }
 
@@ -130,6 +142,9 @@ func srvRefusalStatus(code codes.Code, msg string, ms int64) error {
 // (rounded up to whole milliseconds).
 func srvTap(pass func(ctx context.Context, method string) (ok bool, msg string, retry time.Duration)) tap.ServerInHandle {
 	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		if ctx.Err() != nil {
+			return ctx, nil // gRPC ends it with DEADLINE_EXCEEDED, as it would without a tap
+		}
 		ok, msg, retry := pass(ctx, info.FullMethodName)
 		if ok {
 			return ctx, nil
@@ -234,7 +249,9 @@ func srvKeyErrorMessage(err error) string {
 // classifier decides from the handler's error (DefaultGRPCClassifier, or
 // WithGRPCClassifier), and with Ignore if the handler panics. Chain rate
 // limits before the gate: the default classifier counts a
-// RESOURCE_EXHAUSTED from inside as a drop.
+// RESOURCE_EXHAUSTED from inside as a drop. The returned Tap (install it
+// with grpc.InTapHandle) refuses what the gate's front limit refuses before
+// the RPC costs anything, with the same status and detail but no trailer.
 //
 // It returns an error for a nil gate and for options that are invalid or do
 // not apply (it takes WithRetryJitter, WithJitterSource, WithOverloadRetry and
@@ -278,7 +295,10 @@ const srvAtCapacity = "sluice: server at capacity"
 // the shedder full, fails with UNAVAILABLE, a RetryInfo detail and the
 // grpc-retry-pushback-ms trailer (the shedder's hint, else
 // WithOverloadRetry, plus any jitter). The token is released as with
-// GateInterceptors.
+// GateInterceptors. The returned Tap (install it with grpc.InTapHandle)
+// refuses what the shedder sheds for its level and what the gate's front
+// limit refuses before the RPC costs anything (shed.Shedder.PassFront),
+// with the same status and detail but no trailer.
 //
 // It returns an error for a nil shedder and for options that are invalid or
 // do not apply (it takes WithRetryJitter, WithJitterSource,

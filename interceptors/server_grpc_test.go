@@ -388,7 +388,17 @@ func TestGRPCGateFullAndStreamHoldsToken(t *testing.T) {
 	<-releases
 }
 
+// TestGRPCShedByPriority: a sheddable RPC is refused for the reserve kept
+// for critical work, by the interceptor with the pushback trailer, and by
+// the tap handle before any interceptor runs, with the RetryInfo detail
+// alone; RPCs with no priority or an unreadable one are critical.
 func TestGRPCShedByPriority(t *testing.T) {
+	for _, tapped := range []bool{false, true} {
+		t.Run(map[bool]string{false: "interceptor", true: "tap"}[tapped], func(t *testing.T) { srvShedByPriority(t, tapped) })
+	}
+}
+
+func srvShedByPriority(t *testing.T, tapped bool) {
 	gate, releases := srvNewGate(t, 2)
 	s, err := shed.New(gate, shed.WithClock(clock.NewManual(srvT0)), shed.WithReserve(0.5))
 	if err != nil {
@@ -397,6 +407,9 @@ func TestGRPCShedByPriority(t *testing.T) {
 	ic, err := ShedInterceptors(s)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !tapped {
+		ic.Tap = nil
 	}
 	entered, stop := make(chan struct{}), make(chan struct{})
 	c := srvStartGRPC(t, &srvHealth{watch: func(st grpc_health_v1.Health_WatchServer) error {
@@ -418,8 +431,8 @@ func TestGRPCShedByPriority(t *testing.T) {
 	if d := srvRetryInfo(t, err); d <= 0 {
 		t.Errorf("RetryInfo %v, want positive", d)
 	}
-	if len(trailer.Get(RetryPushbackTrailer)) != 1 {
-		t.Errorf("no pushback trailer")
+	if got := len(trailer.Get(RetryPushbackTrailer)); tapped && got != 0 || !tapped && got != 1 {
+		t.Errorf("%d pushback trailers, want %d", got, map[bool]int{false: 1, true: 0}[tapped])
 	}
 	// No priority, or an unreadable one, is Critical: admitted.
 	for _, md := range [][]string{nil, {PriorityMetadataKey, "urgent!!"}} {

@@ -339,7 +339,10 @@ func WithHTTPClassifier(f func(r *http.Request, status int) Outcome) HTTPOverloa
 }
 
 // WithGRPCPriority sets how the shedder interceptors read an RPC's priority
-// (default MetadataPriority). gRPC shedder interceptors only.
+// (default MetadataPriority). f also runs in the interceptors' Tap, in the
+// connection's reader goroutine: it must be fast and must not block, and it
+// sees the incoming metadata and peer but no value an interceptor adds.
+// gRPC shedder interceptors only.
 func WithGRPCPriority(f func(ctx context.Context, fullMethod string) shed.Priority) GRPCShedOption {
 	return GRPCShedOption{"WithGRPCPriority", srvGRPC | srvShedder, func(c *srvConfig) error {
 		if f == nil {
@@ -366,8 +369,9 @@ func WithHTTPPriority(f func(r *http.Request) shed.Priority) HTTPShedOption {
 // so that a shed user is shed consistently (see shed.Shedder; shed.UserHash turns
 // an id into the number). By default every RPC is a user of its own, drawn
 // at random: a shed priority is then refused in fractions, never all at
-// once, but a user's calls are not shed together. gRPC shedder
-// interceptors only.
+// once, but a user's calls are not shed together. f also runs in the
+// interceptors' Tap (see WithGRPCPriority). gRPC shedder interceptors
+// only.
 func WithGRPCUser(f func(ctx context.Context, fullMethod string) uint64) GRPCShedOption {
 	return GRPCShedOption{"WithGRPCUser", srvGRPC | srvShedder, func(c *srvConfig) error {
 		if f == nil {

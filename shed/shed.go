@@ -295,16 +295,16 @@ func Levels() int { return levels }
 // treated as Sheddable.
 func (s *Shedder) TryAcquire(p Priority, user uint64) (adaptive.Token, Decision) {
 	p = min(p, Priorities-1)
-	if s.screen(p, user) {
+	lvl, shed := s.screen(p, user)
+	s.arrive(p, lvl)
+	if shed {
 		s.refusedCritical(p)
 		return s.refuse(p, shedByPriority)
 	}
 	s.tried.Add(1)
 	tok, ok := s.gate.TryAcquire()
 	if !ok {
-		s.refused.Add(1)
-		s.refusedCritical(p)
-		return s.refuse(p, gateFull)
+		return s.gateRefused(p)
 	}
 	if s.reserve > 0 {
 		s.admitted[p].Add(1)
@@ -319,52 +319,69 @@ func (s *Shedder) TryAcquire(p Priority, user uint64) (adaptive.Token, Decision)
 }
 
 // PassFront reports whether a request of priority p from user may go on to
-// TryAcquire or Acquire: false when the gate's front limit refuses it now
-// (adaptive.Limiter.PassFront), and the decision TryAcquire would then have
-// made (shed by its level, or the gate full). It takes no token and counts
-// nothing for a request it lets pass, so that request must still call
-// TryAcquire or Acquire; a refusal is counted and reported as TryAcquire's.
-// A transport that can refuse before it spends anything on a request calls
-// it there (interceptors.ShedInterceptors's Tap: gRPC's tap handle). It
-// allocates nothing.
+// TryAcquire or Acquire: false, with the decision, when TryAcquire would
+// refuse it before it takes a token, shed for its level or refused by the
+// gate's front limit (adaptive.Limiter.PassFront). It takes no token and
+// counts nothing for a request it lets pass, so that request must still
+// call TryAcquire or Acquire; a refusal is counted and reported, by the
+// shedder and by the gate, exactly as TryAcquire's would be. A transport
+// that can refuse before it spends anything on a request calls it there
+// (interceptors.ShedInterceptors's Tap: gRPC's tap handle). It allocates
+// nothing.
 func (s *Shedder) PassFront(p Priority, user uint64) (Decision, bool) {
+	p = min(p, Priorities-1)
+	lvl, shed := s.screen(p, user)
+	if shed {
+		s.arrive(p, lvl)
+		s.refusedCritical(p)
+		_, d := s.refuse(p, shedByPriority)
+		return d, false
+	}
 	if s.gate.PassFront() {
 		return Decision{}, true
 	}
-	p = min(p, Priorities-1)
-	shed := s.screen(p, user)
-	r := shedByPriority
-	if !shed {
-		s.tried.Add(1)
-		s.refused.Add(1)
-		r = gateFull
-	}
-	s.refusedCritical(p)
-	_, d := s.refuse(p, r)
+	s.arrive(p, lvl)
+	s.tried.Add(1)
+	_, d := s.gateRefused(p)
 	return d, false
 }
 
-// screen counts the arrival of a request of priority p (at most Sheddable)
-// from user and reports whether the shedder sheds it before the gate: its
-// level is at or above the cutoff, or the reserve keeps the room it asks
-// for for more critical work. It runs the control loop when an interval is
-// due.
-func (s *Shedder) screen(p Priority, user uint64) (shed bool) {
+// screen returns the level of a request of priority p (at most Sheddable)
+// from user and whether the shedder sheds it before the gate: its level is
+// at or above the cutoff, or the reserve keeps the room it asks for for
+// more critical work. It runs the control loop when an interval is due, and
+// counts nothing (see arrive).
+func (s *Shedder) screen(p Priority, user uint64) (lvl int, shed bool) {
 	now := int64(s.since.Since(s.epoch))
 	if now >= s.nextAt.Load() {
 		s.update(now)
 	}
-	lvl := s.level(p, user, now)
-	s.arrived[lvl].Add(1)
+	lvl = s.level(p, user, now)
 	if int64(lvl) >= s.cutoff.Load() {
-		return true
+		return lvl, true
 	}
-	if s.reserve > 0 {
+	return lvl, s.reserve > 0 && p >= Critical && s.reserved(p)
+}
+
+// arrive counts the arrival of a request of priority p at level lvl, and
+// that p arrived in this interval unless the cutoff sheds it (the reserve
+// reads only the priorities above p, so marking p after screen decided is
+// the same as before).
+func (s *Shedder) arrive(p Priority, lvl int) {
+	s.arrived[lvl].Add(1)
+	if s.reserve > 0 && int64(lvl) < s.cutoff.Load() {
 		if bit := uint32(1) << p; s.seen.Load()&bit == 0 {
 			s.seen.Or(bit)
 		}
 	}
-	return s.reserve > 0 && p >= Critical && s.reserved(p)
+}
+
+// gateRefused counts and reports a request of priority p that the gate
+// refused.
+func (s *Shedder) gateRefused(p Priority) (adaptive.Token, Decision) {
+	s.refused.Add(1)
+	s.refusedCritical(p)
+	return s.refuse(p, gateFull)
 }
 
 // reserved reports whether the reserve refuses a request of priority p

@@ -510,6 +510,20 @@ func TestIdleRelaxes(t *testing.T) {
 	}
 }
 
+// gateTally counts a gate's decisions.
+type gateTally struct {
+	metrics.GateBase
+	admitted, rejected int
+}
+
+func (g *gateTally) GateDecision(d metrics.GateDecision, _ string, _ time.Duration) {
+	if d == metrics.Admitted {
+		g.admitted++
+	} else {
+		g.rejected++
+	}
+}
+
 // fullFront is a front signal whose queue the test sets.
 type fullFront struct{ queue int }
 
@@ -527,11 +541,13 @@ func TestPassFrontDecidesAsTryAcquire(t *testing.T) {
 		c     *clock.Manual
 		front *fullFront
 		obs   *tally
+		gate  *gateTally
 	}
 	mk := func() side {
 		c := clock.NewManual(t0)
 		f := &fullFront{}
-		g, err := adaptive.New(adaptive.Fixed(40), adaptive.WithClock(c), adaptive.WithFrontSignal(f))
+		gt := &gateTally{}
+		g, err := adaptive.New(adaptive.Fixed(40), adaptive.WithClock(c), adaptive.WithFrontSignal(f), adaptive.WithObserver(gt))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -540,7 +556,7 @@ func TestPassFrontDecidesAsTryAcquire(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return side{s, c, f, obs}
+		return side{s, c, f, obs, gt}
 	}
 	plain, tapped := mk(), mk()
 	refusedByFront := 0
@@ -591,6 +607,9 @@ func TestPassFrontDecidesAsTryAcquire(t *testing.T) {
 		if *n != *tapped.obs.n[name] {
 			t.Fatalf("%s: observed %v, with PassFront %v", name, *n, *tapped.obs.n[name])
 		}
+	}
+	if *plain.gate != *tapped.gate {
+		t.Fatalf("the gate observed %+v, with PassFront %+v (a request shed for its level must not count at the gate)", *plain.gate, *tapped.gate)
 	}
 	if refusedByFront == 0 || plain.s.Cutoff() == Levels() {
 		t.Fatalf("PassFront refused %d, cutoff %d: the test did not exercise the front or the cutoff", refusedByFront, plain.s.Cutoff())
