@@ -228,8 +228,9 @@ func (s *SchedulerLatency) exceeds(q float64, threshold time.Duration) bool {
 // under a quarter of it while the process keeps less than frontBusy of its
 // processors busy), arrivals are also refused while the queue has
 // not drained (no reading under frontMin goroutines per processor) for
-// frontDrain; a spell of more than frontDrain without a reading while the
-// gate holds no token is a spell without work, and counts as drained. A processor polls the network only when it runs out of
+// frontDrain; a spell of more than frontDrain without a reading in which
+// the process kept less than frontIdle of its processors busy is a spell
+// without work, and counts as drained. A processor polls the network only when it runs out of
 // goroutines, else sysmon does, about every 10 ms; a queue that never
 // drains keeps requests waiting unseen in their sockets (see frontDrain).
 // Its refusals are what drain the queue, so before each one it reads the
@@ -309,7 +310,7 @@ const (
 	frontMin     = 2
 	// frontDrain: the longest the queue may go without draining (a
 	// reading under frontMin per processor, or a spell without readings
-	// while the gate holds no token) before arrivals are refused until it
+	// without work: see idleSpell) before arrivals are refused until it
 	// does.
 	// The runtime polls the network when a processor finds no goroutine
 	// to run, and otherwise only from sysmon, about every 10 ms: while
@@ -333,6 +334,12 @@ const (
 	// 85–100%. An I/O-heavy one near its CPU capacity is busy too, and the
 	// hold then refuses it more (bench/README.md: the io row).
 	frontBusy = 0.85
+	// frontIdle: a spell without readings of the queue in which the
+	// process kept less than this share of its processors busy had idle
+	// processors, which poll the network: it counts as drained. Half,
+	// between an overloaded process with starved readers (85–100%, see
+	// frontBusy) and the quiet after an overload.
+	frontIdle = 0.5
 	// frontSmooth: the weight of a window in the smoothed pressure and
 	// Busy share (about the last three windows).
 	frontSmooth = 0.3
@@ -404,19 +411,36 @@ func (f *front) read(now int64, force, idle bool) {
 	if q > f.peak.Load() {
 		f.peak.Store(q)
 	}
-	if q < f.drainedAt || idle && now-prev > int64(frontDrain) {
+	if q < f.drainedAt || now-prev > int64(frontDrain) && f.idleSpell(idle) {
 		// A reading comes with every arrival that finds one due, so a gap
-		// of more than frontDrain between two, while the gate holds no
-		// token, is a spell without arrivals or work: the processors ran
-		// out of goroutines in it, and polled the network. Counting it as
-		// undrained refused the first request after an overload on the
-		// goroutines its own new connection had just made runnable
-		// (gRPC's tap handle reads the queue while they are). With tokens
-		// held, a gap is no such evidence: the goroutines that read the
-		// queue may be the ones starved of a CPU, behind requests that
-		// each need more than a time slice.
+		// of more than frontDrain between two is either a spell without
+		// arrivals or one in which the goroutines that read the queue
+		// were starved of a CPU (behind requests that each need a time
+		// slice, or while the run queue never drains). Only the first is
+		// a drained queue: counting it as undrained refused the first
+		// request after an overload on the goroutines its own new
+		// connection had just made runnable (gRPC's tap handle reads the
+		// queue while they are); counting the second as drained switched
+		// the rule off where it was needed most (see idleSpell).
 		f.drained.Store(now)
 	}
+}
+
+// idleSpell reports whether a spell of more than frontDrain without a
+// reading of the queue was one without work: the process kept less than
+// frontIdle of its processors busy since the last measurement of its CPU
+// (the last window's close, or the last such spell), or, with a signal
+// that cannot measure it, the gate holds no token now (idle). The token
+// alone is weak evidence: with requests shorter than the spell, the last
+// one may have just ended (HTTP on two cores with 1 ms of work at 2x
+// lost 3–8 points of goodput to it).
+func (f *front) idleSpell(idle bool) bool {
+	if f.cpu != nil {
+		if b, ok := f.cpu.Busy(); ok {
+			return b < frontIdle
+		}
+	}
+	return idle
 }
 
 // take moves the window's front figures into s and learns the next limit

@@ -469,6 +469,36 @@ func TestFrontDrainRuleCountsAnIdleSpellAsDrained(t *testing.T) {
 	held.Success()
 }
 
+// TestFrontDrainRuleJudgesASpellByTheCPU: with a signal that measures the
+// process's CPU, a spell without readings counts as drained only if the
+// processors were mostly idle in it, whether or not the gate holds a token
+// (requests shorter than the spell may all have just ended while the
+// readers were starved).
+func TestFrontDrainRuleJudgesASpellByTheCPU(t *testing.T) {
+	f := &busyFront{busy: 0.95}
+	g, c := newFrontGate(t, f)
+	f.delay, f.n = 2*frontMinTarget, 100
+	g.front.take(&Sample{Count: 10, AvgRTT: time.Millisecond}, 0)
+	f.n = 0
+	drainedAt := int64(frontMin * runtime.GOMAXPROCS(0))
+	f.queue.Store(drainedAt)
+	for range 2 * int(frontDrain/frontInterval) {
+		tryFront(g, c)
+	}
+	if tryFront(g, c) {
+		t.Fatal("admitted after an undrained queue for twice frontDrain")
+	}
+	c.Advance(200 * time.Millisecond) // busy, no token held, no reading
+	if tryFront(g, c) {
+		t.Fatalf("a spell with the processors %v busy was taken for a drained queue", f.busy)
+	}
+	f.busy = 0.1
+	c.Advance(200 * time.Millisecond) // idle
+	if !tryFront(g, c) {
+		t.Fatalf("a spell with the processors %v busy was not taken for a drained queue", f.busy)
+	}
+}
+
 // The drain rule keeps the run queue draining, so the waits that switched
 // it on fall while it works: it stays on while the process keeps frontBusy
 // of its processors busy, and goes off when the waits are short and the
