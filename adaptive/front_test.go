@@ -414,6 +414,29 @@ type busyFront struct {
 
 func (f *busyFront) Busy() (float64, bool) { return f.busy, true }
 
+// refusingUndrained turns the drain rule of gate g (front signal f) on, with
+// no more waits observed after that, and keeps its queue undrained, at
+// drainedAt (returned), for twice frontDrain of arrivals, until the rule
+// refuses.
+func refusingUndrained(t *testing.T, g *Limiter, c *clock.Manual, f *fakeFront) (drainedAt int64) {
+	t.Helper()
+	f.delay, f.n = 2*frontMinTarget, 100
+	g.front.take(&Sample{Count: 10, AvgRTT: time.Millisecond}, 0)
+	if !g.front.waiting.Load() {
+		t.Fatal("the drain rule is not on")
+	}
+	f.n = 0 // no more waits observed: the rule stays on, the front limit where it is
+	drainedAt = int64(frontMin * runtime.GOMAXPROCS(0))
+	f.queue.Store(drainedAt)
+	for range 2 * int(frontDrain/frontInterval) {
+		tryFront(g, c)
+	}
+	if tryFront(g, c) {
+		t.Fatal("admitted after an undrained queue for twice frontDrain")
+	}
+	return drainedAt
+}
+
 // TestFrontDrainRuleCountsAnIdleSpellAsDrained: the first arrival after a
 // spell without arrivals longer than frontDrain, the gate holding no
 // token, is not refused by the drain rule for an undrained queue (the
@@ -425,20 +448,7 @@ func (f *busyFront) Busy() (float64, bool) { return f.busy, true }
 func TestFrontDrainRuleCountsAnIdleSpellAsDrained(t *testing.T) {
 	f := &fakeFront{}
 	g, c := newFrontGate(t, f)
-	f.delay, f.n = 2*frontMinTarget, 100
-	g.front.take(&Sample{Count: 10, AvgRTT: time.Millisecond}, 0)
-	if !g.front.waiting.Load() {
-		t.Fatal("the drain rule is not on")
-	}
-	f.n = 0 // no more waits observed: the rule stays on, the front limit where it is
-	drainedAt := int64(frontMin * runtime.GOMAXPROCS(0))
-	f.queue.Store(drainedAt)
-	for range 2 * int(frontDrain/frontInterval) {
-		tryFront(g, c)
-	}
-	if tryFront(g, c) {
-		t.Fatal("admitted after an undrained queue for twice frontDrain")
-	}
+	drainedAt := refusingUndrained(t, g, c, f)
 	c.Advance(200 * time.Millisecond) // the overload ends; nothing arrives
 	var admitted int
 	within := int(frontDrain/frontInterval) + 1 // the first arrival's reading, then one every frontInterval
@@ -477,17 +487,7 @@ func TestFrontDrainRuleCountsAnIdleSpellAsDrained(t *testing.T) {
 func TestFrontDrainRuleJudgesASpellByTheCPU(t *testing.T) {
 	f := &busyFront{busy: 0.95}
 	g, c := newFrontGate(t, f)
-	f.delay, f.n = 2*frontMinTarget, 100
-	g.front.take(&Sample{Count: 10, AvgRTT: time.Millisecond}, 0)
-	f.n = 0
-	drainedAt := int64(frontMin * runtime.GOMAXPROCS(0))
-	f.queue.Store(drainedAt)
-	for range 2 * int(frontDrain/frontInterval) {
-		tryFront(g, c)
-	}
-	if tryFront(g, c) {
-		t.Fatal("admitted after an undrained queue for twice frontDrain")
-	}
+	refusingUndrained(t, g, c, &f.fakeFront)
 	c.Advance(200 * time.Millisecond) // busy, no token held, no reading
 	if tryFront(g, c) {
 		t.Fatalf("a spell with the processors %v busy was taken for a drained queue", f.busy)
