@@ -12,10 +12,12 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/clock"
@@ -477,4 +479,35 @@ func ExampleAPIKey() {
 	// Output:
 	// 39 apikey: <nil>
 	// sluice/interceptors: malformed rate-limit key
+}
+
+// A server takes one tap handle: a tap of its own (here, one that refuses
+// RPCs without an authorization header before anything else runs) and the
+// shedder's are installed as one chain.
+func ExampleChainTapHandles() {
+	gate, err := adaptive.New(gradient.New())
+	if err != nil {
+		panic(err)
+	}
+	shedder, err := shed.New(gate)
+	if err != nil {
+		panic(err)
+	}
+	sh, err := interceptors.ShedInterceptors(shedder)
+	if err != nil {
+		panic(err)
+	}
+	authorized := func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		if len(info.Header.Get("authorization")) == 0 {
+			return ctx, status.Error(codes.Unauthenticated, "no credentials")
+		}
+		return ctx, nil
+	}
+	srv := grpc.NewServer(
+		grpc.InTapHandle(interceptors.ChainTapHandles(authorized, sh.Tap)),
+		grpc.ChainUnaryInterceptor(sh.Unary),
+		grpc.ChainStreamInterceptor(sh.Stream),
+	)
+	healthpb.RegisterHealthServer(srv, srvHealth{})
+	srv.Stop()
 }

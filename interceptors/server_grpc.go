@@ -69,7 +69,8 @@ type GRPCInterceptors struct {
 	// must be fast and must not block, and see the RPC's incoming metadata
 	// and peer but no value an interceptor would add. nil for a guard with
 	// nothing to refuse that early (RateLimitInterceptors). Install it with
-	// grpc.InTapHandle: a server takes one tap handle.
+	// grpc.InTapHandle: a server takes one tap handle, so install several
+	// with ChainTapHandles.
 	Tap tap.ServerInHandle
 }
 
@@ -135,6 +136,25 @@ func srvRefusalStatus(code codes.Code, msg string, ms int64) error {
 		st = d
 	}
 	return st.Err()
+}
+
+// ChainTapHandles returns one tap handle that runs taps in order, each with
+// the context the previous one returned, and stops at the first that
+// refuses the RPC, returning its error; nil taps are skipped. A gRPC server
+// takes one tap handle (grpc.InTapHandle), so a server with several guards
+// that have one, or a tap of its own, installs their chain: put the
+// cheapest refusals first.
+func ChainTapHandles(taps ...tap.ServerInHandle) tap.ServerInHandle {
+	taps = slices.DeleteFunc(slices.Clone(taps), func(t tap.ServerInHandle) bool { return t == nil })
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		for _, t := range taps {
+			var err error
+			if ctx, err = t(ctx, info); err != nil {
+				return ctx, err
+			}
+		}
+		return ctx, nil
+	}
 }
 
 // srvTap is a tap handle that lets an RPC through while pass says so, and

@@ -3,6 +3,7 @@ package interceptors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -71,15 +72,7 @@ func srvStartGRPC(t *testing.T, h *srvHealth, ics ...GRPCInterceptors) grpc_heal
 	}
 	opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(us...), grpc.ChainStreamInterceptor(ss...)}
 	if len(taps) > 0 { // a server takes one tap handle: run the guards' in order
-		opts = append(opts, grpc.InTapHandle(func(ctx context.Context, info *tap.Info) (context.Context, error) {
-			for _, h := range taps {
-				var err error
-				if ctx, err = h(ctx, info); err != nil {
-					return ctx, err
-				}
-			}
-			return ctx, nil
-		}))
+		opts = append(opts, grpc.InTapHandle(ChainTapHandles(taps...)))
 	}
 	s := grpc.NewServer(opts...)
 	grpc_health_v1.RegisterHealthServer(s, h)
@@ -716,5 +709,35 @@ func TestGRPCTapRefusesBeforeTheRPC(t *testing.T) {
 				t.Fatalf("%d RPCs reached the interceptors, want 1", reached.Load())
 			}
 		})
+	}
+}
+
+// TestChainTapHandles: the taps run in order, each with the context the
+// previous returned; the first refusal ends the chain with its error; nil
+// taps are skipped, and an empty chain lets everything through.
+func TestChainTapHandles(t *testing.T) {
+	type key struct{}
+	var ran []string
+	add := func(name string) tap.ServerInHandle {
+		return func(ctx context.Context, _ *tap.Info) (context.Context, error) {
+			ran = append(ran, name+":"+fmt.Sprint(ctx.Value(key{})))
+			return context.WithValue(ctx, key{}, name), nil
+		}
+	}
+	refuse := func(ctx context.Context, _ *tap.Info) (context.Context, error) {
+		ran = append(ran, "refuse")
+		return ctx, status.Error(codes.Unavailable, "no")
+	}
+	ctx, err := ChainTapHandles(add("a"), nil, add("b"))(context.Background(), &tap.Info{})
+	if err != nil || ctx.Value(key{}) != "b" || fmt.Sprint(ran) != "[a:<nil> b:a]" {
+		t.Fatalf("ran %v, context value %v, err %v", ran, ctx.Value(key{}), err)
+	}
+	ran = nil
+	_, err = ChainTapHandles(add("a"), refuse, add("c"))(context.Background(), &tap.Info{})
+	if status.Code(err) != codes.Unavailable || fmt.Sprint(ran) != "[a:<nil> refuse]" {
+		t.Fatalf("ran %v, err %v: want a, then the refusal, and c not run", ran, err)
+	}
+	if _, err := ChainTapHandles()(context.Background(), &tap.Info{}); err != nil {
+		t.Fatalf("empty chain: %v", err)
 	}
 }
