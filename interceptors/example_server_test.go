@@ -483,31 +483,24 @@ func ExampleAPIKey() {
 
 // A server takes one tap handle: a tap of its own (here, one that refuses
 // RPCs without an authorization header before anything else runs) and the
-// shedder's are installed as one chain.
+// gate's are installed as one chain.
 func ExampleChainTapHandles() {
-	gate, err := adaptive.New(gradient.New())
-	if err != nil {
-		panic(err)
-	}
-	shedder, err := shed.New(gate)
-	if err != nil {
-		panic(err)
-	}
-	sh, err := interceptors.ShedInterceptors(shedder)
-	if err != nil {
-		panic(err)
-	}
 	authorized := func(ctx context.Context, info *tap.Info) (context.Context, error) {
 		if len(info.Header.Get("authorization")) == 0 {
 			return ctx, status.Error(codes.Unauthenticated, "no credentials")
 		}
 		return ctx, nil
 	}
-	srv := grpc.NewServer(
-		grpc.InTapHandle(interceptors.ChainTapHandles(authorized, sh.Tap)),
-		grpc.ChainUnaryInterceptor(sh.Unary),
-		grpc.ChainStreamInterceptor(sh.Stream),
-	)
-	healthpb.RegisterHealthServer(srv, srvHealth{})
-	srv.Stop()
+	gate, err := adaptive.New(gradient.New())
+	if err != nil {
+		panic(err)
+	}
+	if g, err := interceptors.GateInterceptors(gate); err == nil {
+		srv := grpc.NewServer(
+			grpc.InTapHandle(interceptors.ChainTapHandles(authorized, g.Tap)),
+			grpc.ChainUnaryInterceptor(g.Unary),
+			grpc.ChainStreamInterceptor(g.Stream),
+		)
+		srv.Stop()
+	}
 }
