@@ -277,6 +277,9 @@ type front struct {
 
 	// cpu is sig's Busy, when it has one (a *SchedulerLatency does).
 	cpu interface{ Busy() (float64, bool) }
+	// inFlight is the gate's InFlight, read only where cpu cannot tell
+	// (see idleSpell).
+	inFlight func() int
 
 	// Guarded by the gate's flush.
 	limitF   float64
@@ -358,9 +361,9 @@ const (
 	frontWork = 0.02
 )
 
-func newFront(sig FrontSignal) *front {
+func newFront(sig FrontSignal, inFlight func() int) *front {
 	procs := runtime.GOMAXPROCS(0)
-	f := &front{sig: sig, limitF: float64(frontInitial * procs), drainedAt: int64(frontMin * procs), work: -1}
+	f := &front{sig: sig, inFlight: inFlight, limitF: float64(frontInitial * procs), drainedAt: int64(frontMin * procs), work: -1}
 	f.cpu, _ = sig.(interface{ Busy() (float64, bool) })
 	f.limit.Store(int64(f.limitF))
 	return f
@@ -368,11 +371,10 @@ func newFront(sig FrontSignal) *front {
 
 // pass reports whether an arrival at time now may go on to the gate: not
 // while the queue is at the front limit, nor while it has not drained
-// (under frontMin goroutines per processor) for frontDrain. idle reports
-// whether the gate holds no token (see read).
-func (f *front) pass(now int64, idle bool) bool {
+// (under frontMin goroutines per processor) for frontDrain.
+func (f *front) pass(now int64) bool {
 	if now >= f.due.Load() {
-		f.read(now, false, idle)
+		f.read(now, false)
 	}
 	q := f.queue.Load()
 	if q >= f.limit.Load() {
@@ -384,7 +386,7 @@ func (f *front) pass(now int64, idle bool) bool {
 		// old; the queue may have drained since, and the refusals it
 		// makes are what drains it: read afresh (a read is ~0.2 µs, a
 		// refusal tens of µs).
-		f.read(now, true, idle)
+		f.read(now, true)
 		if f.queue.Load() >= f.drainedAt {
 			f.refused.Add(1)
 			return false
@@ -394,9 +396,8 @@ func (f *front) pass(now int64, idle bool) bool {
 }
 
 // read refreshes the queue reading when it is due (or now, if force); one
-// goroutine at a time, the others go on with the last one. idle reports
-// whether the gate holds no token.
-func (f *front) read(now int64, force, idle bool) {
+// goroutine at a time, the others go on with the last one.
+func (f *front) read(now int64, force bool) {
 	if f.busy.Load() || !f.busy.CompareAndSwap(false, true) {
 		return
 	}
@@ -411,7 +412,7 @@ func (f *front) read(now int64, force, idle bool) {
 	if q > f.peak.Load() {
 		f.peak.Store(q)
 	}
-	if q < f.drainedAt || now-prev > int64(frontDrain) && f.idleSpell(idle) {
+	if q < f.drainedAt || now-prev > int64(frontDrain) && f.idleSpell() {
 		// A reading comes with every arrival that finds one due, so a gap
 		// of more than frontDrain between two is either a spell without
 		// arrivals or one in which the goroutines that read the queue
@@ -430,17 +431,17 @@ func (f *front) read(now int64, force, idle bool) {
 // reading of the queue was one without work: the process kept less than
 // frontIdle of its processors busy since the last measurement of its CPU
 // (the last window's close, or the last such spell), or, with a signal
-// that cannot measure it, the gate holds no token now (idle). The token
-// alone is weak evidence: with requests shorter than the spell, the last
-// one may have just ended (HTTP on two cores with 1 ms of work at 2x
-// lost 3–8 points of goodput to it).
-func (f *front) idleSpell(idle bool) bool {
+// that cannot measure it, the gate holds no token now. The token alone is
+// weak evidence: with requests shorter than the spell, the last one may
+// have just ended (HTTP on two cores with 1 ms of work at 2x lost 3–8
+// points of goodput to it).
+func (f *front) idleSpell() bool {
 	if f.cpu != nil {
 		if b, ok := f.cpu.Busy(); ok {
 			return b < frontIdle
 		}
 	}
-	return idle
+	return f.inFlight() == 0
 }
 
 // take moves the window's front figures into s and learns the next limit

@@ -555,7 +555,7 @@ func TestFrontLimitGrowsNoFurtherThanTheQueue(t *testing.T) {
 		// target, callers refused, but the limit did not bind.
 		c.Advance(frontInterval)
 		f.queue.Store(1)
-		g.front.read(int64(c.Now().Sub(time.Unix(0, 0))), false, true)
+		g.front.read(int64(c.Now().Sub(time.Unix(0, 0))), false)
 		g.front.refused.Add(5)
 		g.front.take(&Sample{Count: 10, AvgRTT: time.Millisecond}, 0)
 	}

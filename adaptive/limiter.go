@@ -215,7 +215,7 @@ func New(alg Algorithm, opts ...Option) (*Limiter, error) {
 		l.parts = newPartitions(cfg.partitions)
 	}
 	if sig := cfg.frontSignal(); sig != nil {
-		l.front = newFront(sig)
+		l.front = newFront(sig, l.InFlight)
 	}
 	return l, nil
 }
@@ -340,7 +340,7 @@ func (l *Limiter) tryAcquire(part int32) (Token, bool) {
 func (l *Limiter) PassFront() bool {
 	ok, _ := l.passFront()
 	if !ok && l.obs != nil {
-		l.obs.GateDecision(metrics.Rejected, l.partitionName(0), 0)
+		l.observeTry(false, 0)
 	}
 	return ok
 }
@@ -352,7 +352,7 @@ func (l *Limiter) passFront() (bool, int64) {
 		return true, -1
 	}
 	now := l.now()
-	return l.front.pass(now, l.InFlight() == 0), now
+	return l.front.pass(now), now
 }
 
 // tryGate admits the caller into partition part (0: none) if the gate has

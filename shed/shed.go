@@ -295,8 +295,8 @@ func Levels() int { return levels }
 // treated as Sheddable.
 func (s *Shedder) TryAcquire(p Priority, user uint64) (adaptive.Token, Decision) {
 	p = min(p, Priorities-1)
-	lvl, shed := s.screen(p, user)
-	s.arrive(p, lvl)
+	lvl, cut, shed := s.screen(p, user)
+	s.arrive(p, lvl, cut)
 	if shed {
 		s.refusedCritical(p)
 		return s.refuse(p, shedByPriority)
@@ -330,9 +330,9 @@ func (s *Shedder) TryAcquire(p Priority, user uint64) (adaptive.Token, Decision)
 // nothing.
 func (s *Shedder) PassFront(p Priority, user uint64) (Decision, bool) {
 	p = min(p, Priorities-1)
-	lvl, shed := s.screen(p, user)
+	lvl, cut, shed := s.screen(p, user)
 	if shed {
-		s.arrive(p, lvl)
+		s.arrive(p, lvl, cut)
 		s.refusedCritical(p)
 		_, d := s.refuse(p, shedByPriority)
 		return d, false
@@ -340,36 +340,36 @@ func (s *Shedder) PassFront(p Priority, user uint64) (Decision, bool) {
 	if s.gate.PassFront() {
 		return Decision{}, true
 	}
-	s.arrive(p, lvl)
+	s.arrive(p, lvl, false)
 	s.tried.Add(1)
 	_, d := s.gateRefused(p)
 	return d, false
 }
 
 // screen returns the level of a request of priority p (at most Sheddable)
-// from user and whether the shedder sheds it before the gate: its level is
-// at or above the cutoff, or the reserve keeps the room it asks for for
-// more critical work. It runs the control loop when an interval is due, and
-// counts nothing (see arrive).
-func (s *Shedder) screen(p Priority, user uint64) (lvl int, shed bool) {
+// from user and whether the shedder sheds it before the gate: cut, its
+// level is at or above the cutoff, or the reserve keeps the room it asks
+// for for more critical work. It runs the control loop when an interval is
+// due, and counts nothing (see arrive).
+func (s *Shedder) screen(p Priority, user uint64) (lvl int, cut, shed bool) {
 	now := int64(s.since.Since(s.epoch))
 	if now >= s.nextAt.Load() {
 		s.update(now)
 	}
 	lvl = s.level(p, user, now)
 	if int64(lvl) >= s.cutoff.Load() {
-		return lvl, true
+		return lvl, true, true
 	}
-	return lvl, s.reserve > 0 && p >= Critical && s.reserved(p)
+	return lvl, false, s.reserve > 0 && p >= Critical && s.reserved(p)
 }
 
 // arrive counts the arrival of a request of priority p at level lvl, and
-// that p arrived in this interval unless the cutoff sheds it (the reserve
-// reads only the priorities above p, so marking p after screen decided is
-// the same as before).
-func (s *Shedder) arrive(p Priority, lvl int) {
+// that p arrived in this interval unless the cutoff shed it (cut; the
+// reserve reads only the priorities above p, so marking p after screen
+// decided is the same as before).
+func (s *Shedder) arrive(p Priority, lvl int, cut bool) {
 	s.arrived[lvl].Add(1)
-	if s.reserve > 0 && int64(lvl) < s.cutoff.Load() {
+	if s.reserve > 0 && !cut {
 		if bit := uint32(1) << p; s.seen.Load()&bit == 0 {
 			s.seen.Or(bit)
 		}
