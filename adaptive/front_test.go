@@ -633,3 +633,37 @@ func tryFront(g *Limiter, c *clock.Manual) bool {
 	}
 	return ok
 }
+
+// TestFrontDrainRuleAllowsTheRunningRequestsTime: with a floor F, the
+// drain rule refuses only once the queue has not drained for frontDrain
+// plus F/GOMAXPROCS: a queue cannot drain before one of the running
+// requests ends, and one of 10 ms on one core keeps every arrival behind it
+// waiting for most of that.
+func TestFrontDrainRuleAllowsTheRunningRequestsTime(t *testing.T) {
+	f := &fakeFront{}
+	g, c := newFrontGate(t, f)
+	const floor = 12 * time.Millisecond
+	f.delay, f.n = 2*frontMinTarget, 100
+	g.front.take(&Sample{Count: 10, AvgRTT: floor}, floor)
+	if !g.front.waiting.Load() {
+		t.Fatal("the drain rule is not on")
+	}
+	f.n = 0
+	f.queue.Store(0)
+	tryFront(g, c) // drained now
+	f.queue.Store(int64(frontMin * runtime.GOMAXPROCS(0)))
+	allowed := frontDrain + floor/time.Duration(runtime.GOMAXPROCS(0))
+	want := int(allowed / frontInterval)
+	var admitted int
+	for range want {
+		if tryFront(g, c) {
+			admitted++
+		}
+	}
+	if admitted != want {
+		t.Fatalf("admitted %d of the %d arrivals within %v of the last drained reading", admitted, want, allowed)
+	}
+	if tryFront(g, c) {
+		t.Fatalf("admitted with a queue that has not drained for %v", allowed+frontInterval)
+	}
+}
