@@ -333,11 +333,12 @@ const (
 	// processors (GOMAXPROCS), so the rule waits frontDrain plus that.
 	// With frontDrain alone, a request of 10 ms of CPU on one core made
 	// every arrival during its second half a refusal (gRPC's readers wait
-	// runnable behind it): the process idled 8–12% at 2x and served
-	// 80–87% of its capacity; with the floor added, 88.5–92.8% (two
-	// alternated pairs of realload, gradient, vegas and shed, 2x warm /
-	// cold); HTTP on one core with 1 ms, medians 84.9 → 88.5%, gRPC 86.8
-	// → 88.9%.
+	// runnable behind it): the process used 88–89% of its CPU at 2x from
+	// a cold start (HTTP, whose readers are not runnable: 99%). Two alternated
+	// pairs of realload against frontDrain alone (gradient, vegas and
+	// shed, 2x warm and cold, medians of 12 cells): gRPC one core 10 ms
+	// 84.6 → 92.1% of capacity, 1 ms 87.9 → 90.1%; HTTP one core 1 ms
+	// 87.5 → 89.7%, two cores 1 ms 83.9 → 86.0% (bench/README.md).
 	frontDrain = 5 * time.Millisecond
 	// frontBusy: the drain rule, once on, stays on while the process
 	// keeps this share of its processors busy (SchedulerLatency.Busy,
