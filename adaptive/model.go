@@ -86,8 +86,9 @@ type FloorProber interface {
 // level drains (the requests admitted under the higher limit queued there),
 // unless they are at most drainShare of its completions. The first level
 // whose throughput is below the one above by more than probeFell and two
-// standard errors has crossed the knee: the service is no longer saturated
-// there, so its RTT, measured over probeSamples requests, is the floor. (So is the RTT at the gate's minimum
+// standard errors (of the counts; or of the rates by Little's law, the
+// level over its mean RTT, where the RTTs are tight: see littleRate) has
+// crossed the knee: the service is no longer saturated there, so its RTT, measured over probeSamples requests, is the floor. (So is the RTT at the gate's minimum
 // limit.) It replaces an unconfirmed floor, and a confirmed one when they
 // differ by more than its noise; otherwise it is averaged in. The
 // throughput the probe measured at the levels that kept it becomes X.
