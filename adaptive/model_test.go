@@ -881,3 +881,33 @@ func TestCheckHoldsALevelUnderTheKnee(t *testing.T) {
 		}
 	}
 }
+
+// A service that waits 330 ms on a dependency, with room for 1,000 in
+// flight: a 100 ms window at 16 holds about five completions, so a full
+// probe's count test cannot tell 8 from 16 within its windows (it would
+// take 50 completions) and, undecided, would halve on. By Little's law the
+// rates are 16 and 8 over the mean RTT, which these windows know exactly:
+// the level of 8 falls, and the probe measures the floor there, never
+// lower.
+func TestFullProbeFallByLittlesLaw(t *testing.T) {
+	alg := &prober{initial: 16}
+	l := newProbed(t, alg)
+	v := &server{cores: 1000, svc: 330 * ms}
+	s := v.window(l.Limit())
+	s.Count = 2 // censored: the cold start's full probe, from 16
+	now := int64(win100)
+	l.setLimit(l.learn(&s, now))
+	if !l.Probing() || l.mdl.probe.up {
+		t.Fatalf("probing %v, up %v: want a full probe", l.Probing(), l.mdl.probe.up)
+	}
+	got := run(l, v, &now, 30)
+	if slices.Min(got) < 8 {
+		t.Fatalf("limits %v: the probe halved past 8", got)
+	}
+	if l.Probing() {
+		t.Fatalf("still probing after 30 windows: limits %v", got)
+	}
+	if f := l.Floor(); f != 330*ms || !l.mdl.confirmed {
+		t.Fatalf("floor %v (confirmed %v), want 330ms confirmed (limits %v)", f, l.mdl.confirmed, got)
+	}
+}
