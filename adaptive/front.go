@@ -228,10 +228,11 @@ func (s *SchedulerLatency) exceeds(q float64, threshold time.Duration) bool {
 // under a quarter of it while the process keeps less than frontBusy of its
 // processors busy), arrivals are also refused while the queue has
 // not drained (no reading under frontMin goroutines per processor) for
-// frontDrain plus floor/GOMAXPROCS (the running requests' own share); a spell of more than frontDrain without a reading in which
-// the process kept less than frontIdle of its processors busy is a spell
-// without work, and counts as drained. A processor polls the network only when it runs out of
-// goroutines, else sysmon does, about every 10 ms; a queue that never
+// frontDrain plus floor/GOMAXPROCS (the running requests' own share); a
+// spell of more than frontDrain without a reading in which the process
+// kept less than frontIdle of its processors busy is a spell without
+// work, and counts as drained. A processor polls the network only when it
+// runs out of goroutines, else sysmon does, about every 10 ms; a queue that never
 // drains keeps requests waiting unseen in their sockets (see frontDrain).
 // Its refusals are what drain the queue, so before each one it reads the
 // queue afresh, not a reading up to frontInterval old (two alternated pairs,
@@ -467,7 +468,8 @@ func (f *front) take(s *Sample, floor time.Duration) {
 	peak := float64(f.peak.Swap(0))
 	lat, n := f.sig.Delay()
 	s.FrontDelay = lat
-	f.drainAfter.Store(int64(frontDrain + floor/time.Duration(runtime.GOMAXPROCS(0))))
+	procs := runtime.GOMAXPROCS(0)
+	f.drainAfter.Store(int64(frontDrain + floor/time.Duration(procs)))
 	// The arrivals that passed are the window's other outcomes: counted
 	// already, so the admission path writes no counter of its own.
 	passed := s.Count + s.Dropped + s.Rejected
@@ -477,7 +479,7 @@ func (f *front) take(s *Sample, floor time.Duration) {
 	if f.cpu != nil {
 		if b, ok := f.cpu.Busy(); ok {
 			f.cpuBusy += frontSmooth * (b - f.cpuBusy)
-			f.noteWork(b, s, floor)
+			f.noteWork(b, s, floor, procs)
 		}
 	}
 	if 0 <= f.work && f.work < frontWork {
@@ -514,8 +516,8 @@ func (f *front) take(s *Sample, floor time.Duration) {
 }
 
 // noteWork smooths the process's CPU time per arrival over the floor (see
-// frontWork), from the window's Busy share b.
-func (f *front) noteWork(b float64, s *Sample, floor time.Duration) {
+// frontWork), from the window's Busy share b of procs processors.
+func (f *front) noteWork(b float64, s *Sample, floor time.Duration, procs int) {
 	if floor <= 0 {
 		floor = s.MinRTT
 	}
@@ -523,7 +525,7 @@ func (f *front) noteWork(b float64, s *Sample, floor time.Duration) {
 	if floor <= 0 || all == 0 || s.Window <= 0 {
 		return
 	}
-	cpu := b * float64(runtime.GOMAXPROCS(0)) * s.Window.Seconds()
+	cpu := b * float64(procs) * s.Window.Seconds()
 	w := cpu / (float64(all) * floor.Seconds())
 	if f.work < 0 {
 		f.work = w

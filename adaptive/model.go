@@ -88,8 +88,9 @@ type FloorProber interface {
 // whose throughput is below the one above by more than probeFell and two
 // standard errors (of the counts; or of the rates by Little's law, the
 // level over its mean RTT, where the RTTs are tight: see littleRate) has
-// crossed the knee: the service is no longer saturated there, so its RTT, measured over probeSamples requests, is the floor. (So is the RTT at the gate's minimum
-// limit.) It replaces an unconfirmed floor, and a confirmed one when they
+// crossed the knee: the service is no longer saturated there, so its RTT,
+// measured over probeSamples requests, is the floor. (So is the RTT at the
+// gate's minimum limit.) It replaces an unconfirmed floor, and a confirmed one when they
 // differ by more than its noise; otherwise it is averaged in. The
 // throughput the probe measured at the levels that kept it becomes X.
 //
@@ -775,8 +776,8 @@ func (m *model) stepProbe(s *Sample, now int64) int64 {
 	// where the callers do not keep the gate full all the time (a burst
 	// that ends), a level holds fewer than its limit, its rate by Little's
 	// law reads high, and a fall is missed, never made up.
-	if lx, se := p.littleRate(); p.step > 0 && !fell && lx > 0 && p.prevLx > 0 {
-		if lx*(1+littleZ*math.Hypot(se, p.prevLse)) < (1-probeFell)*p.prevLx {
+	if p.step > 0 && !fell && p.prevLx > 0 {
+		if lx, se := p.littleRate(); lx > 0 && lx*(1+littleZ*math.Hypot(se, p.prevLse)) < (1-probeFell)*p.prevLx {
 			fell, enough = true, true
 		}
 	}

@@ -298,7 +298,6 @@ func (s *Shedder) TryAcquire(p Priority, user uint64) (adaptive.Token, Decision)
 	lvl, cut, shed := s.screen(p, user)
 	s.arrive(p, lvl, cut)
 	if shed {
-		s.refusedCritical(p)
 		return s.refuse(p, shedByPriority)
 	}
 	s.tried.Add(1)
@@ -333,7 +332,6 @@ func (s *Shedder) PassFront(p Priority, user uint64) (Decision, bool) {
 	lvl, cut, shed := s.screen(p, user)
 	if shed {
 		s.arrive(p, lvl, cut)
-		s.refusedCritical(p)
 		_, d := s.refuse(p, shedByPriority)
 		return d, false
 	}
@@ -380,7 +378,6 @@ func (s *Shedder) arrive(p Priority, lvl int, cut bool) {
 // refused.
 func (s *Shedder) gateRefused(p Priority) (adaptive.Token, Decision) {
 	s.refused.Add(1)
-	s.refusedCritical(p)
 	return s.refuse(p, gateFull)
 }
 
@@ -464,9 +461,11 @@ func (r refusal) label() metrics.ShedDecision {
 	return metrics.ShedGateFull
 }
 
-// refuse reports a refusal of a request of priority p (at most Sheddable)
-// and returns its decision.
+// refuse counts a refusal of a request of priority p (at most Sheddable)
+// against the reserve (refusedCritical), reports it and returns its
+// decision.
 func (s *Shedder) refuse(p Priority, r refusal) (adaptive.Token, Decision) {
+	s.refusedCritical(p)
 	if s.obs != nil {
 		s.obs.ShedDecision(r.label(), priorityNames[p])
 	}
