@@ -266,8 +266,9 @@ type front struct {
 	// drained: when a reading last found the queue drained, under
 	// drainedAt = frontMin per processor: at most a request's own helper
 	// goroutine beside each running one (ns since the gate's epoch).
+	// drainedAt follows GOMAXPROCS, read once per window.
 	drained   atomic.Int64
-	drainedAt int64
+	drainedAt atomic.Int64
 	// drainAfter: how long the queue may stay undrained before the drain
 	// rule refuses (ns): frontDrain beyond the floor's share of a
 	// processor (see frontDrain). Set once per window.
@@ -379,9 +380,10 @@ const (
 
 func newFront(sig FrontSignal, inFlight func() int) *front {
 	procs := runtime.GOMAXPROCS(0)
-	f := &front{sig: sig, inFlight: inFlight, limitF: float64(frontInitial * procs), drainedAt: int64(frontMin * procs), work: -1}
+	f := &front{sig: sig, inFlight: inFlight, limitF: float64(frontInitial * procs), work: -1}
 	f.cpu, _ = sig.(interface{ Busy() (float64, bool) })
 	f.limit.Store(int64(f.limitF))
+	f.drainedAt.Store(int64(frontMin * procs))
 	f.drainAfter.Store(int64(frontDrain))
 	return f
 }
@@ -398,13 +400,13 @@ func (f *front) pass(now int64) bool {
 		f.refused.Add(1)
 		return false
 	}
-	if q >= f.drainedAt && f.waiting.Load() && now-f.drained.Load() > f.drainAfter.Load() {
+	if q >= f.drainedAt.Load() && f.waiting.Load() && now-f.drained.Load() > f.drainAfter.Load() {
 		// The drain rule would refuse on a reading up to frontInterval
 		// old; the queue may have drained since, and the refusals it
 		// makes are what drains it: read afresh (a read is ~0.2 µs, a
 		// refusal tens of µs).
 		f.read(now, true)
-		if f.queue.Load() >= f.drainedAt {
+		if f.queue.Load() >= f.drainedAt.Load() {
 			f.refused.Add(1)
 			return false
 		}
@@ -429,7 +431,7 @@ func (f *front) read(now int64, force bool) {
 	if q > f.peak.Load() {
 		f.peak.Store(q)
 	}
-	if q < f.drainedAt || now-prev > int64(frontDrain) && f.idleSpell() {
+	if q < f.drainedAt.Load() || now-prev > int64(frontDrain) && f.idleSpell() {
 		// A reading comes with every arrival that finds one due, so a gap
 		// of more than frontDrain between two is either a spell without
 		// arrivals or one in which the goroutines that read the queue
@@ -469,6 +471,7 @@ func (f *front) take(s *Sample, floor time.Duration) {
 	lat, n := f.sig.Delay()
 	s.FrontDelay = lat
 	procs := runtime.GOMAXPROCS(0)
+	f.drainedAt.Store(int64(frontMin * procs))
 	f.drainAfter.Store(int64(frontDrain + floor/time.Duration(procs)))
 	// The arrivals that passed are the window's other outcomes: counted
 	// already, so the admission path writes no counter of its own.

@@ -667,3 +667,34 @@ func TestFrontDrainRuleAllowsTheRunningRequestsTime(t *testing.T) {
 		t.Fatalf("admitted with a queue that has not drained for %v", allowed+frontInterval)
 	}
 }
+
+// TestFrontDrainRuleFollowsGOMAXPROCS: the drained mark (frontMin
+// goroutines per processor) follows GOMAXPROCS changed at run time, from
+// the next window on: with twice the processors, a queue of frontMin per
+// old processor is drained, and one of frontMin per new processor is not.
+func TestFrontDrainRuleFollowsGOMAXPROCS(t *testing.T) {
+	f := &fakeFront{}
+	g, c := newFrontGate(t, f)
+	procs := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(procs)
+	runtime.GOMAXPROCS(2 * procs)
+	f.delay, f.n = 2*frontMinTarget, 100
+	g.front.take(&Sample{Count: 10, AvgRTT: time.Millisecond}, 0)
+	if !g.front.waiting.Load() {
+		t.Fatal("the drain rule is not on")
+	}
+	f.n = 0
+	f.queue.Store(int64(frontMin * procs))
+	for i := range 4 * int(frontDrain/frontInterval) {
+		if !tryFront(g, c) {
+			t.Fatalf("arrival %d refused with %d goroutines runnable on %d processors", i, frontMin*procs, 2*procs)
+		}
+	}
+	f.queue.Store(int64(frontMin * 2 * procs))
+	for range 2 * int(frontDrain/frontInterval) {
+		tryFront(g, c)
+	}
+	if tryFront(g, c) {
+		t.Fatalf("admitted after %v of %d goroutines runnable on %d processors", 2*frontDrain, frontMin*2*procs, 2*procs)
+	}
+}
