@@ -170,11 +170,11 @@ type probe struct {
 	up       bool    // probing up: the level is twice the reference's (see upProbe)
 	upOK     bool    // an up-probe's doubling grew at the floor's RTT: the floor is measured
 	refL     int64   // an up-probe's reference: the limit of the window that triggered it,
-	refX     float64 // its completion rate,
-	refN     float64 // its completions,
+	refX     float64 // its completion rate (a room probe's: its arrival rate),
+	refN     float64 // its completions (a room probe's: the concurrency held),
 	refRTT   float64 // and its RTT statistic and mean
 	refAvg   float64
-	since    int64         // ns: when an up-probe's level was set
+	since    int64         // ns: when an up-probe's (or a room probe's) level was set
 	maxRTT   time.Duration // the slowest request of the measuring windows at this level
 	base     int64         // the limit to return to
 	level    int64         // the probe's limit now
@@ -198,7 +198,6 @@ type probe struct {
 	room           bool
 	refVar         float64
 	rej, nSum, nSq float64
-	nFirst         float64 // the first measured window's concurrency
 }
 
 // The tuned numbers of the model and the probe, in one table.
@@ -350,6 +349,16 @@ const (
 	// a rate known to ±2%, so that a ramp of a tenth of the capacity a
 	// second shows.
 	roomSpan = 2 * time.Second
+	// roomBackoff: room probes that found an overload in a row double the
+	// wait for the next, from probeEvery up to 2^roomBackoff times it
+	// (about eleven minutes): an overload of under 1.5× that lasts costs
+	// a probe a few times an hour.
+	roomBackoff = 6
+	// roomSlack: one request (or one caller) of slack on the room's
+	// tests, which compare a few requests on a few cores: without it a
+	// room whose concurrency showed no spread ends on the first request
+	// more.
+	roomSlack = 1
 	// probeSteps: the most halvings of one probe (1/256 of the limit).
 	probeSteps = 8
 	// littleShare: a window whose completions (rate · mean RTT, Little's
@@ -764,6 +773,9 @@ func (m *model) stepProbe(s *Sample, now int64) int64 {
 		// Requests admitted under the higher limit are still in flight (or
 		// the window says nothing): wait for them.
 		if p.drains++; p.drains > probeDrains {
+			if p.room {
+				return m.roomFailed(now)
+			}
 			return m.end(now, 0)
 		}
 		return p.level

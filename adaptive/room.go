@@ -29,8 +29,8 @@ import "math"
 // room for the peaks, and, while the level still refuses a few, doubles
 // again; otherwise the probe ends, and the next waits probeEvery, twice
 // that after two in a row, and so on. A level whose window already holds
-// the added room beyond the reference's noise, or refuses roomLoad of its
-// callers, ends the probe at once: an overload does not wait to be
+// half the room added beyond the reference's noise, or refuses roomLoad of
+// its callers, ends the probe at once: an overload does not wait to be
 // measured.
 //
 // The room is a floor under the algorithm's limit (see keepRoom) for as
@@ -48,7 +48,7 @@ type room struct {
 	limit int64   // the room in force; 0: none
 	refL  int64   // the limit the room grew from,
 	refN  float64 // the concurrency held there (Little's law),
-	rate  float64 // and the arrival rate, per second, it was measured at,
+	rate  float64 // and the arrival rate, per second, it holds for (the highest measured),
 	rateN float64 // over about this many arrivals
 	held  float64 // the concurrency held in the room, smoothed (roomAlpha)
 	heldN float64 // the concurrency the room held when measured,
@@ -61,6 +61,7 @@ type room struct {
 	// way and the last whole one: arrivals, seconds, refusals, and, for
 	// the dispersion of the span under way's windows, Σ count²/seconds and
 	// the windows.
+	// prevRej is the share of its callers the last whole span refused.
 	spanN, spanT, spanRej, spanSq float64
 	spanK                         int
 	prevN, prevT, prevRej         float64
@@ -70,7 +71,7 @@ type room struct {
 	// (roomAlpha) since the limit last moved, and its variance: a room
 	// probe's reference.
 	heldAvg, heldVar float64
-	heldL            int
+	heldL, heldK     int // heldK: the clean windows it is smoothed over
 }
 
 // callersOf is window s's callers: served, dropped, and refused by the gate
@@ -107,10 +108,14 @@ func (r *room) noteDemand(s *Sample) {
 		r.prevN, r.prevT, r.prevRej = r.spanN, r.spanT, r.spanRej/max(r.spanN, 1)
 		r.spanN, r.spanT, r.spanRej, r.spanSq, r.spanK = 0, 0, 0, 0, 0
 	}
-	if n := held(s); s.Limit != r.heldL || r.heldAvg == 0 {
-		r.heldL, r.heldAvg, r.heldVar = s.Limit, n, n*n // no spread known yet: as wide as the value
+	if s.MaxInFlight > s.Limit {
+		return // still draining a higher limit's requests: not this limit's
+	}
+	if n := held(s); s.Limit != r.heldL || r.heldK == 0 {
+		r.heldL, r.heldK, r.heldAvg, r.heldVar = s.Limit, 1, n, n*n // no spread known yet: as wide as the value
 	} else {
 		d := n - r.heldAvg
+		r.heldK++
 		r.heldAvg += roomAlpha * d
 		r.heldVar = (1 - roomAlpha) * (r.heldVar + roomAlpha*d*d)
 	}
@@ -124,6 +129,8 @@ func (r *room) noteDemand(s *Sample) {
 // shows.
 func (r *room) steady() bool {
 	if r.prevT <= 0 || r.spanT < roomSpan.Seconds()/2 || r.bursty || r.overdispersed() {
+		// (Half a span is the least that tells a rate to within the
+		// test: its standard error is then √2 times a whole span's.)
 		return false
 	}
 	a, b := r.spanN/r.spanT, r.prevN/r.prevT
@@ -147,11 +154,12 @@ func (r *room) overdispersed() bool {
 	return (r.spanSq*r.spanT/r.spanN-r.spanN)/k > 1+3*math.Sqrt(2/k)
 }
 
-// wants reports whether window s, outside a probe, calls for a room probe
-// at time now: it refused a few of its callers (under roomLoad), as did the
-// last whole span, of a steady demand, cleanly (no requests of a higher
-// limit in flight, few drops), with no room in force, the limit under its
-// maximum, and no overload found by the last room probe within its wait.
+// wantsRoom reports whether window s, outside a probe, calls for a room
+// probe at time now: it refused a few of its callers (under roomLoad), as
+// did the last whole span, of a steady demand, cleanly (no requests of a
+// higher limit in flight, few drops), with no room in force, the limit
+// under its maximum, a room of its size that can be judged (see resolves),
+// and no overload found by the last room probe within its wait.
 func (m *model) wantsRoom(s *Sample, now int64) bool {
 	r := &m.room
 	return r.limit == 0 && now >= r.next && s.Rejected > 0 && refusals(s) < roomLoad*callersOf(s) &&
@@ -212,7 +220,7 @@ func (m *model) stepRoom(s *Sample, now int64) int64 {
 	w := float64(p.windows)
 	arr := (p.done + p.rej) / p.dur
 	rej := p.rej / (p.done + p.rej)
-	v := max(0, p.nSq-p.nSum*p.nSum/w) / (w - 1)
+	v := max(0, p.nSq-p.nSum*p.nSum/w) / max(w-1, 1)
 	if (n-p.refN)/added >= roomFill {
 		return m.roomFailed(now)
 	}
@@ -238,9 +246,9 @@ func (m *model) stepRoom(s *Sample, now int64) int64 {
 }
 
 // roomFailed ends a room probe that found an overload: the next waits
-// probeEvery, doubled for each failure in a row (at most 64 times).
+// probeEvery, doubled for each failure in a row (see roomBackoff).
 func (m *model) roomFailed(now int64) int64 {
-	m.room.next = now + int64(probeEvery)<<min(m.room.fails, 6)
+	m.room.next = now + int64(probeEvery)<<min(m.room.fails, roomBackoff)
 	m.room.fails++
 	return m.endRoom(now)
 }
@@ -257,7 +265,10 @@ func (m *model) endRoom(now int64) int64 {
 
 // keepRoom returns the least limit the room asks after window s, outside a
 // probe (0: none), and ends the room when the demand is no longer the one
-// it was measured on (see room).
+// it was measured on (see room). The next room probe may come as soon as
+// the gate refuses a few again (a wait of probeGap after a room that ended
+// cost the zoo's one-core no-harm rows: gradient 239 → 237, vegas 186 →
+// 182, where a room ended on a noisy reading is found again at once).
 func (m *model) keepRoom(s *Sample) int64 {
 	r := &m.room
 	if r.limit == 0 {
@@ -268,10 +279,11 @@ func (m *model) keepRoom(s *Sample) int64 {
 	// known to 1/√rateN of itself.
 	mu := r.rate * s.Window.Seconds()
 	r.arr += roomAlpha * (arrivals(s) - r.arr)
-	risen := r.arr*s.Window.Seconds() > mu*(1+3/math.Sqrt(r.rateN))+3*math.Sqrt(roomAlpha/(2-roomAlpha)*mu)+1
+	risen := r.arr*s.Window.Seconds() > mu*(1+3/math.Sqrt(r.rateN))+3*math.Sqrt(roomAlpha/(2-roomAlpha)*mu)+roomSlack
 	r.held += roomAlpha * (held(s) - r.held)
-	filled := r.held >= r.refN+roomFill*float64(r.limit-r.refL) || r.held > r.heldN+3*r.heldZ+1
-	if risen || refusals(s) >= roomLoad*callersOf(s) || filled {
+	filled := r.held >= r.refN+roomFill*float64(r.limit-r.refL) || r.held > r.heldN+3*r.heldZ+roomSlack
+	overflow := callersOf(s) > 0 && refusals(s) >= roomLoad*callersOf(s)
+	if risen || overflow || filled {
 		r.limit, r.rate = 0, 0
 		return 0
 	}
