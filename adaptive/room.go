@@ -14,8 +14,8 @@ import "math"
 // the arrival rate less the service's until the limit stops it); under
 // capacity they fill only the added peaks.
 //
-// So, when the gate refuses a few callers (under roomLoad of them, in the
-// window and over the last roomSpan) of a steady demand (see steady), the
+// So, when the gate refuses a few callers (under roomLoad of them, a
+// quarter, in the window and over the last roomSpan) of a steady demand (see steady), the
 // gate runs a room probe: it doubles the limit and measures, a round trip
 // after the doubling, the concurrency held by Little's law (rate · mean
 // RTT) over roomWindows windows and probeSamples completions, N', against
@@ -40,7 +40,7 @@ import "math"
 // the room fills (the smoothed concurrency held above N + roomFill·(room −
 // L)): a demand that grew, or a service that slowed under it.
 //
-// What it costs, overloaded at under 1.5 times the capacity (above it the
+// What it costs, overloaded at under 4/3 of the capacity (above it the
 // gate refuses more than roomLoad): one to four windows at twice the
 // concurrency, every probeEvery or less often. A demand that ramps or
 // comes in bursts gets no room: its peaks are what a limit is there for.
