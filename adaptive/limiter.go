@@ -614,6 +614,7 @@ func (l *Limiter) learn(s *Sample, now int64) int64 {
 		return next
 	}
 	m.observe(s, now)
+	m.room.noteDemand(s)
 	slow := m.slowed(s, now)
 	switch {
 	case !s.Saturated():
@@ -624,6 +625,7 @@ func (l *Limiter) learn(s *Sample, now int64) int64 {
 	m.fill(s)
 	next := min(max(int64(l.alg.Update(*s)), l.minLim), l.maxLim)
 	if l.prober {
+		next = max(next, m.keepRoom(s))
 		if kind := m.want(s, now, slow); kind != noProbe {
 			// Back, afterwards, to where the algorithm had the limit: the
 			// window's, or less if it is cutting.

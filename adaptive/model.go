@@ -40,7 +40,8 @@ type FloorProber interface {
 //     saturated window is never evidence that the floor rose: whatever the
 //     floor, its RTT is its concurrency over the throughput (Little's law).
 //     It lowers F only when it is faster than F by more than its noise (no
-//     RTT can be faster than the floor).
+//     RTT can be faster than the floor). Nor is a window under a room
+//     (room.go): the room lets a demand near the capacity queue.
 //
 //     Not saturated is not the same as low concurrency: at 0.8 of the
 //     capacity of four cores, requests queue, and the floor those windows
@@ -107,6 +108,13 @@ type FloorProber interface {
 // algorithm had it (its last proposal, or the window's limit if lower), or
 // to Sample.SaturatingLimit if that is higher.
 //
+// The room. Where the gate refuses a few callers of a steady demand, they
+// may be the peaks of a demand the service keeps up with, which a limit at
+// the knee refuses for nothing: a room probe doubles the limit, keeps it
+// if the callers do not fill the room added, and holds it under the
+// algorithm's limit while the demand stays the one it was measured on (see
+// room.go).
+//
 // The cost. Neither ever runs while the gate is not saturated: there the
 // windows themselves show the floor. A full probe's reference holds the
 // algorithm's limit; then at most probeSteps levels follow, each of at most
@@ -145,6 +153,7 @@ type model struct {
 	born       int64 // ns: when the first window with completions began; −1: none yet
 	probeMinL  int64 // the gate's minimum limit
 	probeMaxL  int64 // the gate's maximum limit
+	room       room  // the room for the demand's peaks (room.go)
 }
 
 // histPoint is a saturated window: the concurrency it held and its RTT.
@@ -161,11 +170,11 @@ type probe struct {
 	up       bool    // probing up: the level is twice the reference's (see upProbe)
 	upOK     bool    // an up-probe's doubling grew at the floor's RTT: the floor is measured
 	refL     int64   // an up-probe's reference: the limit of the window that triggered it,
-	refX     float64 // its completion rate,
-	refN     float64 // its completions,
+	refX     float64 // its completion rate (a room probe's: its arrival rate),
+	refN     float64 // its completions (a room probe's: the concurrency held),
 	refRTT   float64 // and its RTT statistic and mean
 	refAvg   float64
-	since    int64         // ns: when an up-probe's level was set
+	since    int64         // ns: when an up-probe's (or a room probe's) level was set
 	maxRTT   time.Duration // the slowest request of the measuring windows at this level
 	base     int64         // the limit to return to
 	level    int64         // the probe's limit now
@@ -183,6 +192,12 @@ type probe struct {
 	prevN    float64       // the completions it was measured over
 	atKnee   bool          // the knee is crossed: measuring the floor at this level
 	maxX     float64       // the highest throughput of the levels that kept it
+	// A room probe (room.go): the reference's concurrency is refN, and
+	// the variance of a window's about it refVar; the level's refused
+	// callers, and Σ and Σ² of its windows' concurrency.
+	room           bool
+	refVar         float64
+	rej, nSum, nSq float64
 }
 
 // The tuned numbers of the model and the probe, in one table.
@@ -305,6 +320,48 @@ const (
 	// Student's t at 97.5% is 4.3 (three: 3.2; ten: 2.2).
 	littleWindows = 3
 	littleZ       = 4.3
+	// roomLoad and roomFill: a gate that refuses under roomLoad of its
+	// callers (an overload of 4/3 refuses a quarter) may be refusing only
+	// the peaks of a demand the service keeps up with (one core at 0.95
+	// with a limit of 3 refuses a fifth); a room probe doubles the limit
+	// and keeps it if under roomFill of the room added fills (on one core,
+	// a load of one fills about half; see room.go). A third let sim's
+	// heavy-tail overload (1.5×, 35% refused) pay for room probes: its
+	// median p99 1.9 → 2.8 ms.
+	roomLoad = 1.0 / 4
+	roomFill = 0.5
+	// roomOver: the least overload a room probe must tell from a demand
+	// under the capacity: a tenth over it. Its queue grows at a tenth of
+	// the arrival rate, so a level is measured long enough for that to
+	// fill roomFill of the room added (see roomTime), and a room too big
+	// for that within probeWindows is not tried: near a load of one a
+	// doubling of hundreds of requests fills too slowly to be judged.
+	roomOver = 0.1
+	// roomAlpha: the concurrency a room holds, and its arrivals, are
+	// smoothed with this weight per window (about four windows) before
+	// they are judged: on one core at 0.7 of capacity a window of 70
+	// requests holds anywhere from 0.7 to 3.5 for a mean of 2.
+	roomAlpha = 0.25
+	// roomWindows: a room probe's level is measured over at least this
+	// many windows and probeSamples completions (the held concurrency of
+	// one window of a few dozen requests varies by half).
+	roomWindows = 4
+	// roomSpan: the demand is steady when two spans this long brought
+	// arrivals at the same rate, to three standard errors, and without
+	// bursts (see room.steady): over two seconds at a thousand a second,
+	// a rate known to ±2%, so that a ramp of a tenth of the capacity a
+	// second shows.
+	roomSpan = 2 * time.Second
+	// roomBackoff: room probes that found an overload in a row double the
+	// wait for the next, from probeEvery up to 2^roomBackoff times it
+	// (about eleven minutes): an overload of under 1.5× that lasts costs
+	// a probe a few times an hour.
+	roomBackoff = 6
+	// roomSlack: one request (or one caller) of slack on the room's
+	// tests, which compare a few requests on a few cores: without it a
+	// room whose concurrency showed no spread ends on the first request
+	// more.
+	roomSlack = 1
 	// probeSteps: the most halvings of one probe (1/256 of the limit).
 	probeSteps = 8
 	// littleShare: a window whose completions (rate · mean RTT, Little's
@@ -426,13 +483,15 @@ func (m *model) observe(s *Sample, now int64) (shown bool) {
 	}
 	rtt, avg := float64(s.RTT), float64(s.AvgRTT)
 	switch {
-	case !s.Saturated():
+	case !s.Saturated() && m.room.limit == 0:
 		if m.floor == 0 || rtt <= m.floor*(1+band(s.Count)) {
 			m.blend(rtt, avg, s.Count)
 			return true
 		}
 	case m.floor > 0 && rtt < m.floor*(1-band(s.Count)):
-		// Saturated, yet faster than the floor: the floor is lower.
+		// Saturated, or under a room (room.go: a demand near the
+		// capacity, let queue), yet faster than the floor: the floor is
+		// lower.
 		m.blend(rtt, avg, s.Count)
 		return true
 	}
@@ -560,6 +619,7 @@ const (
 	fullProbe // halve down to the knee
 	checkOnly // hold the knee for one window
 	upProbe   // double the limit once, then halve down if that did not pay
+	roomProbe // double the limit while the room added does not fill (room.go)
 )
 
 // want returns the probe to start after window s, if any (see model).
@@ -574,6 +634,9 @@ func (m *model) want(s *Sample, now int64, slow bool) int {
 		// reason to find the floor (measured: 9 s without a probe on one
 		// core, the limit held at 10 by its own RTT, when drops blocked it).
 		return noProbe
+	case m.confirmed && !slow && !m.doubt && m.wantsRoom(s, now):
+		// Not held back by probeGap: a room probe measures no floor.
+		return roomProbe
 	case m.probeEnd >= 0 && now-m.probeEnd < int64(probeGap):
 		return noProbe
 	case !m.confirmed && m.floor == 0 && m.up(s, now):
@@ -606,6 +669,9 @@ func (m *model) start(s *Sample, now, base int64, kind int) int64 {
 	m.probe = probe{on: true, base: base, level: int64(s.Limit), check: kind == checkOnly, since: now}
 	m.hist, m.histN = [slowLook]histPoint{}, 0
 	m.above = evidence{}
+	if kind == roomProbe {
+		return m.startRoom(s)
+	}
 	if kind == upProbe && base >= int64(s.Limit) {
 		p := &m.probe
 		p.up, p.refL, p.refX, p.refN = true, int64(s.Limit), float64(s.Count+s.Dropped)/s.Window.Seconds(), float64(s.Count+s.Dropped)
@@ -710,9 +776,15 @@ func (m *model) stepProbe(s *Sample, now int64) int64 {
 		// Requests admitted under the higher limit are still in flight (or
 		// the window says nothing): wait for them.
 		if p.drains++; p.drains > probeDrains {
+			if p.room {
+				return m.roomFailed(now)
+			}
 			return m.end(now, 0)
 		}
 		return p.level
+	}
+	if p.room {
+		return m.stepRoom(s, now)
 	}
 	if !s.Saturated() {
 		// The demand fell below the probe's limit: it cannot find the knee
