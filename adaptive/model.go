@@ -733,6 +733,15 @@ func (m *model) checkLevel() int64 {
 	return c
 }
 
+// filling reports whether more than upFill of window s, closed at now,
+// passed within a round trip (the reference's mean RTT) of the raised
+// level's start: its completions are still mostly the level before's
+// (requests admitted under the new limit complete a round trip later), so
+// the next window measures. For an up-probe and a room probe.
+func (p *probe) filling(s *Sample, now int64) bool {
+	return float64(p.since)+p.refAvg-float64(now-int64(s.Window)) > upFill*float64(s.Window)
+}
+
 // newLevel forgets what was measured at the level before, for the next.
 func (p *probe) newLevel() {
 	p.drains, p.windows, p.cnt, p.done, p.dur, p.rttSum, p.avgSum, p.avgSq, p.maxRTT = 0, 0, 0, 0, 0, 0, 0, 0, 0
@@ -804,11 +813,7 @@ func (m *model) stepProbe(s *Sample, now int64) int64 {
 		}
 		return m.end(now, 0)
 	}
-	if p.up && float64(p.since)+p.refAvg-float64(now-int64(s.Window)) > upFill*float64(s.Window) {
-		// More than upFill of the window passed within a round trip of
-		// the level's start: its completions are still mostly the level
-		// before's (requests admitted under the new limit complete a
-		// round trip later). The next window measures.
+	if p.up && p.filling(s, now) {
 		return p.level
 	}
 	if !p.up && p.step == 0 && p.windows == 0 && m.young(s.MaxRTT, now) {
@@ -889,7 +894,7 @@ func (m *model) stepProbe(s *Sample, now int64) int64 {
 //     slower than those it saw, still in flight (a service with a few very
 //     slow requests, whose slowest seen is still the fast kind).
 func (m *model) censored(s *Sample, now int64) bool {
-	return m.censoredBy(s.MaxRTT, s.Rate()*s.AvgRTT.Seconds(), s.Held(), now)
+	return m.censoredBy(s.MaxRTT, explained(s), s.Held(), now)
 }
 
 // censoredBy is censored on the figures themselves: the slowest RTT, the

@@ -71,7 +71,7 @@ type room struct {
 	// (roomAlpha) since the limit last moved, and its variance: a room
 	// probe's reference.
 	heldAvg, heldVar float64
-	heldL, heldK     int // heldK: the clean windows it is smoothed over
+	heldL            int // 0 before the first window: no limit is 0
 }
 
 // callersOf is window s's callers: served, dropped, and refused by the gate
@@ -91,9 +91,10 @@ func arrivals(s *Sample) float64 {
 	return callersOf(s) / s.Window.Seconds()
 }
 
-// held is the concurrency window s held by Little's law: its completion
-// rate times its mean RTT.
-func held(s *Sample) float64 { return s.Rate() * s.AvgRTT.Seconds() }
+// explained is the concurrency window s held by Little's law: its
+// completion rate times its mean RTT (the concurrency its completions
+// explain; Sample.Held is its peak instead).
+func explained(s *Sample) float64 { return s.Rate() * s.AvgRTT.Seconds() }
 
 // noteDemand records window s, outside a probe: its arrivals in the span
 // under way, and the concurrency held at its limit. (A probe's windows
@@ -111,11 +112,10 @@ func (r *room) noteDemand(s *Sample) {
 	if s.MaxInFlight > s.Limit {
 		return // still draining a higher limit's requests: not this limit's
 	}
-	if n := held(s); s.Limit != r.heldL || r.heldK == 0 {
-		r.heldL, r.heldK, r.heldAvg, r.heldVar = s.Limit, 1, n, n*n // no spread known yet: as wide as the value
+	if n := explained(s); s.Limit != r.heldL {
+		r.heldL, r.heldAvg, r.heldVar = s.Limit, n, n*n // no spread known yet: as wide as the value
 	} else {
 		d := n - r.heldAvg
-		r.heldK++
 		r.heldAvg += roomAlpha * d
 		r.heldVar = (1 - roomAlpha) * (r.heldVar + roomAlpha*d*d)
 	}
@@ -200,13 +200,12 @@ func (m *model) startRoom(s *Sample) int64 {
 // for the next one.
 func (m *model) stepRoom(s *Sample, now int64) int64 {
 	p := &m.probe
-	if float64(p.since)+p.refAvg-float64(now-int64(s.Window)) > upFill*float64(s.Window) && p.drains < probeDrains {
-		// Within a round trip of the doubling: see upFill.
+	if p.filling(s, now) && p.drains < probeDrains {
 		p.drains++
 		return p.level
 	}
 	p.add(s)
-	n := held(s)
+	n := explained(s)
 	p.rej += refusals(s)
 	p.nSum, p.nSq = p.nSum+n, p.nSq+n*n
 	added := float64(p.level - p.refL)
@@ -280,7 +279,7 @@ func (m *model) keepRoom(s *Sample) int64 {
 	mu := r.rate * s.Window.Seconds()
 	r.arr += roomAlpha * (arrivals(s) - r.arr)
 	risen := r.arr*s.Window.Seconds() > mu*(1+3/math.Sqrt(r.rateN))+3*math.Sqrt(roomAlpha/(2-roomAlpha)*mu)+roomSlack
-	r.held += roomAlpha * (held(s) - r.held)
+	r.held += roomAlpha * (explained(s) - r.held)
 	filled := r.held >= r.refN+roomFill*float64(r.limit-r.refL) || r.held > r.heldN+3*r.heldZ+roomSlack
 	overflow := callersOf(s) > 0 && refusals(s) >= roomLoad*callersOf(s)
 	if risen || overflow || filled {
