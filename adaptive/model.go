@@ -196,6 +196,7 @@ type probe struct {
 	// the variance of a window's about it refVar; the level's refused
 	// callers, and Σ and Σ² of its windows' concurrency.
 	room           bool
+	fill           float64 // seconds of an up-probe's measuring windows within the level's fill
 	refVar         float64
 	rej, nSum, nSq float64
 }
@@ -745,6 +746,23 @@ func (p *probe) filling(s *Sample, now int64) bool {
 // newLevel forgets what was measured at the level before, for the next.
 func (p *probe) newLevel() {
 	p.drains, p.windows, p.cnt, p.done, p.dur, p.rttSum, p.avgSum, p.avgSq, p.maxRTT = 0, 0, 0, 0, 0, 0, 0, 0, 0
+	p.fill = 0
+}
+
+// ownRate is the rate of n of an up-probe's level's completions (or
+// successes) over its measuring windows, without its fill: the part of
+// them within a round trip of the level's start, and the time its callers
+// took to fill the slots added, still completed the level before's
+// requests, at the reference's rate (see stepProbe). A window of five
+// round trips that began with the level reads it a fifth low, and more
+// where the level is many times the reference (a cold start's first
+// step): measured in a real process, 7,300/s at a level of 247 whose
+// requests complete 11,700 a second.
+func (p *probe) ownRate(n float64) float64 {
+	if p.fill > 0 && p.dur > p.fill {
+		return max(0, n-p.refX*p.fill) / (p.dur - p.fill)
+	}
+	return n / p.dur
 }
 
 // add counts a measuring window at the probe's level.
@@ -821,6 +839,15 @@ func (m *model) stepProbe(s *Sample, now int64) int64 {
 		// twice its slowest request of the traffic's start: the slow
 		// requests are missing from it, and it reads the rate low.
 		return p.level
+	}
+	if p.up {
+		// The part of the window within the level's fill (see ownRate).
+		added := float64(p.level - p.refL)
+		fill := float64(p.since-(now-int64(s.Window)))/1e9 + p.refAvg/1e9
+		if a := arrivals(s); a > 0 && added > 0 {
+			fill += added / a
+		}
+		p.fill += min(max(fill, 0), s.Window.Seconds())
 	}
 	p.add(s)
 	if p.up {
@@ -959,7 +986,7 @@ func (p *probe) flat(rtt, avg float64, n int) bool {
 // probeWindows windows, once per cold start.
 func (m *model) stepUp(s *Sample, now int64) int64 {
 	p := &m.probe
-	x := p.done / p.dur
+	x := p.ownRate(p.done)
 	r := float64(p.level) / float64(p.refL)
 	mark := p.refX * (1 + (r-1)/2)
 	z := 2 * math.Sqrt(1/p.done+1/max(p.refN, 1))
@@ -973,7 +1000,7 @@ func (m *model) stepUp(s *Sample, now int64) int64 {
 	}
 	rtt, avg := p.rttSum/p.cnt, p.avgSum/p.cnt
 	upX, upN := x, p.done
-	trusted := !m.censoredBy(p.maxRTT, p.cnt/p.dur*avg/1e9, int(p.level), now)
+	trusted := !m.censoredBy(p.maxRTT, p.ownRate(p.cnt)*avg/1e9, int(p.level), now)
 	p.up = false
 	p.newLevel()
 	switch {

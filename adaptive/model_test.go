@@ -197,11 +197,15 @@ func TestUpProbeConfirmsTheFloorWhenTheThroughputDoubles(t *testing.T) {
 	var now int64
 	v := &server{cores: 64, svc: 5 * ms}
 	got := run(l, v, &now, 3)
-	if x := l.Throughput(); math.Abs(x-12800) > 1 {
-		t.Fatalf("throughput %v, want the 12,800/s measured at 80", x)
+	// This server has no fill (a window at a new limit completes at its
+	// rate at once), so the probe, which takes a round trip of each level's
+	// first window for the level before's (probe.ownRate), reads 80 a few
+	// percent high.
+	if x := l.Throughput(); x < 12800 || x > 12800*1.03 {
+		t.Fatalf("throughput %v, want the 12,800/s measured at 80 (up to 3%% high)", x)
 	}
 	got = append(got, run(l, v, &now, 1)...)
-	if want := []int{20, 40, 80, 65}; !slices.Equal(got, want) {
+	if want := []int{20, 40, 80, 67}; !slices.Equal(got, want) { // 65 with a fill
 		t.Fatalf("limits %v, want %v", got, want)
 	}
 	if f := l.Floor(); f != 5*ms || !l.mdl.confirmed || l.Probing() {
@@ -285,7 +289,9 @@ func TestStartupStepFallsBackToDoubling(t *testing.T) {
 	l := newProbed(t, alg)
 	var now int64
 	v := &callers{server{cores: 40, svc: 20 * ms, demand: 300}}
-	if got, want := run(l, v, &now, 5), []int{20, 300, 40, 80, 41}; !slices.Equal(got, want) {
+	// (41 on a server with a fill: this one's levels read a little high,
+	// see TestUpProbeConfirmsTheFloorWhenTheThroughputDoubles.)
+	if got, want := run(l, v, &now, 5), []int{20, 300, 40, 80, 47}; !slices.Equal(got, want) {
 		t.Fatalf("limits %v, want %v", got, want)
 	}
 	if f := l.Floor(); f != 20*ms || !l.mdl.confirmed {
@@ -381,7 +387,9 @@ func TestUpProbeMeasuresTheFloorUnderTheKnee(t *testing.T) {
 	// 40, then 10: one window draining, one measuring (2,000/s, clearly
 	// under 6,400: the floor, over probeSamples requests); then the knee
 	// of 6,400/s (at 40) · 5ms = 32, plus one.
-	if want := []int{20, 40, 10, 10, 33}; !slices.Equal(got, want) {
+	// (The knee reads 34, not 33: this server has no fill, see
+	// TestUpProbeConfirmsTheFloorWhenTheThroughputDoubles.)
+	if want := []int{20, 40, 10, 10, 34}; !slices.Equal(got, want) {
 		t.Fatalf("limits %v, want %v", got, want)
 	}
 	if f := l.Floor(); f != 5*ms || !l.mdl.confirmed || l.Probing() {
