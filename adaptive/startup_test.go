@@ -35,11 +35,11 @@ func (v *fillServer) window(limit int) Sample {
 }
 
 // A cold start's first step to the demand (20 → 300 at a flat 20 ms) is
-// measured without its fill: the window at 300 completes 20 requests in
-// its first round trip and the callers take 19 ms to fill the 280 slots
-// added, so it reads about 11,000/s where the level completes 15,000.
-// Taken whole, that is under (1 − probeFell) of fifteen times the
-// reference, and the startup would start again from 40; without the fill
+// measured without its fill: the window at 300 completes at the old
+// level's 1,000/s for its first round trip and the 19 ms the callers take
+// to fill the 280 slots added, so taken whole it reads 9,600/s where the
+// level completes 15,000 — under (1 − probeFell) of fifteen times the
+// reference, and the startup would start again from 40. Without the fill
 // it paid, and it doubles on (600 is not saturated: the demand fits).
 func TestUpProbeMeasuresALevelWithoutItsFill(t *testing.T) {
 	alg := &prober{initial: 20, propose: 20}
