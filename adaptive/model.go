@@ -754,10 +754,10 @@ func (p *probe) newLevel() {
 // them within a round trip of the level's start, and the time its callers
 // took to fill the slots added, still completed the level before's
 // requests, at the reference's rate (see stepProbe). A window of five
-// round trips that began with the level reads it a fifth low, and more
-// where the level is many times the reference (a cold start's first
-// step): measured in a real process, 7,300/s at a level of 247 whose
-// requests complete 11,700 a second.
+// round trips that began with a doubled level reads it a tenth low; one
+// that began with a level many times the reference (a cold start's first
+// step) a fifth and more: measured in a real process, 7,300/s at a level
+// of 247 whose requests complete 11,700 a second.
 func (p *probe) ownRate(n float64) float64 {
 	if p.fill > 0 && p.dur > p.fill {
 		return max(0, n-p.refX*p.fill) / (p.dur - p.fill)
