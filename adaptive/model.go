@@ -175,6 +175,7 @@ type probe struct {
 	refRTT   float64 // and its RTT statistic and mean
 	refAvg   float64
 	since    int64         // ns: when an up-probe's (or a room probe's) level was set
+	fill     float64       // seconds of an up-probe's measuring windows within its level's fill (see ownRate)
 	maxRTT   time.Duration // the slowest request of the measuring windows at this level
 	base     int64         // the limit to return to
 	level    int64         // the probe's limit now
@@ -196,7 +197,6 @@ type probe struct {
 	// the variance of a window's about it refVar; the level's refused
 	// callers, and Σ and Σ² of its windows' concurrency.
 	room           bool
-	fill           float64 // seconds of an up-probe's measuring windows within the level's fill
 	refVar         float64
 	rej, nSum, nSq float64
 }
@@ -740,7 +740,14 @@ func (m *model) checkLevel() int64 {
 // (requests admitted under the new limit complete a round trip later), so
 // the next window measures. For an up-probe and a room probe.
 func (p *probe) filling(s *Sample, now int64) bool {
-	return float64(p.since)+p.refAvg-float64(now-int64(s.Window)) > upFill*float64(s.Window)
+	return p.lag(s, now) > upFill*float64(s.Window)
+}
+
+// lag is how far into window s, closed at now, the level's first round
+// trip (the reference's mean RTT from the level's start) reached, in ns;
+// negative where it ended before the window began.
+func (p *probe) lag(s *Sample, now int64) float64 {
+	return float64(p.since) + p.refAvg - float64(now-int64(s.Window))
 }
 
 // newLevel forgets what was measured at the level before, for the next.
@@ -753,7 +760,7 @@ func (p *probe) newLevel() {
 // successes) over its measuring windows, without its fill: the part of
 // them within a round trip of the level's start, and the time its callers
 // took to fill the slots added, still completed the level before's
-// requests, at the reference's rate (see stepProbe). A window of five
+// requests, at the reference's rate (see stepUp). A window of five
 // round trips that began with a doubled level reads it a tenth low; one
 // that began with a level many times the reference (a cold start's first
 // step) a fifth and more: measured in a real process, 7,300/s at a level
@@ -839,15 +846,6 @@ func (m *model) stepProbe(s *Sample, now int64) int64 {
 		// twice its slowest request of the traffic's start: the slow
 		// requests are missing from it, and it reads the rate low.
 		return p.level
-	}
-	if p.up {
-		// The part of the window within the level's fill (see ownRate).
-		added := float64(p.level - p.refL)
-		fill := float64(p.since-(now-int64(s.Window)))/1e9 + p.refAvg/1e9
-		if a := arrivals(s); a > 0 && added > 0 {
-			fill += added / a
-		}
-		p.fill += min(max(fill, 0), s.Window.Seconds())
 	}
 	p.add(s)
 	if p.up {
@@ -986,6 +984,13 @@ func (p *probe) flat(rtt, avg float64, n int) bool {
 // probeWindows windows, once per cold start.
 func (m *model) stepUp(s *Sample, now int64) int64 {
 	p := &m.probe
+	// The part of window s within the level's fill: its first round trip,
+	// and the time the callers took to fill the slots added (see ownRate).
+	fill := p.lag(s, now) / 1e9
+	if a, added := arrivals(s), float64(p.level-p.refL); a > 0 && added > 0 {
+		fill += added / a
+	}
+	p.fill += min(max(fill, 0), s.Window.Seconds())
 	x := p.ownRate(p.done)
 	r := float64(p.level) / float64(p.refL)
 	mark := p.refX * (1 + (r-1)/2)

@@ -192,30 +192,6 @@ func TestNoRoomForARampOrBursts(t *testing.T) {
 	}
 }
 
-// spiky is underCapacity with one window at the room probe's first level
-// (6) that refuses a third of its callers: near a load of one the refusals
-// come in clumps, and one window of about a hundred callers may refuse a
-// quarter or more while the level refuses a few.
-type spiky struct {
-	*peaks
-	at6 int
-}
-
-func (v *spiky) window(limit int) Sample {
-	s := v.peaks.window(limit)
-	if limit == 6 {
-		if v.at6++; v.at6 == 3 {
-			a := s.Count + s.Rejected
-			h := float64(s.Count) * s.AvgRTT.Seconds() / win100.Seconds()
-			s.Rejected = int(0.34 * float64(a))
-			s.Count = a - s.Rejected
-			s.AvgRTT = time.Duration(h / (float64(s.Count) / win100.Seconds()) * 1e9)
-			s.RTT, s.MinRTT, s.MaxRTT, s.MaxInFlight = s.AvgRTT, s.AvgRTT/10, 5*s.AvgRTT, limit
-		}
-	}
-	return s
-}
-
 // TestRoomProbeOutlastsOneClumpOfRefusals: the level's refusals so far,
 // not one window's, end a room probe early. Here the level of 6 refuses
 // 5% of its callers but a third in one window (19% over the level so
@@ -223,10 +199,21 @@ func (v *spiky) window(limit int) Sample {
 func TestRoomProbeOutlastsOneClumpOfRefusals(t *testing.T) {
 	l := confirmedGate(t, 3)
 	var now int64
-	v := &spiky{peaks: underCapacity()}
+	// Near a load of one refusals come in clumps: one window of the
+	// level of 6 refuses a third of its callers.
+	v := underCapacity()
+	refused, at6 := v.refused, 0
+	v.refused = func(l int) float64 {
+		if l == 6 {
+			if at6++; at6 == 3 {
+				return 0.34
+			}
+		}
+		return refused(l)
+	}
 	lims := run(l, v, &now, 100)
-	if v.at6 < 3 {
-		t.Fatalf("the probe held 6 for %d windows, want at least 3: %v", v.at6, lims)
+	if at6 < 3 {
+		t.Fatalf("the probe held 6 for %d windows, want at least 3: %v", at6, lims)
 	}
 	if got := lims[len(lims)-1]; got != 12 {
 		t.Fatalf("limit %d after 10 s, want the room of 12: %v", got, lims)
